@@ -1,0 +1,3 @@
+"""bwtune: tune and serve SGLang for large MoE models on Blackwell GPUs (controller side)."""
+
+__version__ = "0.1.0"
