@@ -36,7 +36,8 @@ sanity: $(STAMP)
 
 # pytest exits 5 when it collects nothing; that is a failure here too (CI must run tests).
 pytest: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest -q
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest -q; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; fi; exit $$rc
 
 clean:
 	rm -rf build dist .ansible .mypy_cache .ruff_cache .pytest_cache

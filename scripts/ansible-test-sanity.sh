@@ -8,7 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-dest=$root/build/ansible-test/ansible_collections/bwtune/sglang
+mkdir -p build
+work=$(mktemp -d "$root/build/ansible-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+dest=$work/ansible_collections/bwtune/sglang
 
 pip_version=$(python - <<'PY'
 from ansible_test._internal.python_requirements import get_venv_packages
@@ -26,7 +29,6 @@ subprocess.check_call([sys.executable, "-m", "ensurepip", "--upgrade"], env=os.e
 subprocess.check_call([sys.executable, "-m", "pip", "install", *args], env=os.environ)
 PY
 
-rm -rf "$dest"
 mkdir -p "$dest"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$dest" -xf -
 cd "$dest"

@@ -1,0 +1,157 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sweep_progress
+short_description: Follow or cancel a sweep started by bwtune.sglang.sweep
+version_added: "0.1.0"
+description:
+  - Reads the progress file that a running M(bwtune.sglang.sweep) keeps beside its results
+    file, and says whether the sweep has finished.
+  - Meant for an C(until) loop after the sweep was started with C(async) and C(poll: 0);
+    each retry carries the progress, which C(bwtune sweep) turns into its live view.
+  - Notices a sweep that died (its process is gone and it never finished), and a sweep
+    module that failed before it started (from the async job file).
+  - With O(cancel=true), stops the sweep; the sweep stops its server before it exits.
+options:
+  results_path:
+    description: The results file the sweep writes (its O(bwtune.sglang.sweep#module:results_path)).
+    type: path
+    required: true
+  job_id:
+    description:
+      - The async job id of the sweep task, to report a sweep module that failed before it
+        wrote any progress (for example on a bad matrix).
+    type: str
+  async_dir:
+    description: Where Ansible keeps async job files on the node.
+    type: path
+    default: ~/.ansible_async
+  cancel:
+    description: Stop the running sweep instead of reading its progress.
+    type: bool
+    default: false
+  cancel_timeout_s:
+    description: How long to wait for the sweep to stop before it is killed.
+    type: float
+    default: 120
+author:
+  - bwtune developers
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Start the sweep
+  bwtune.sglang.sweep:
+    matrix: "{{ matrix }}"
+    results_path: /var/lib/bwtune/sweeps/run1/results.jsonl
+  async: 172800
+  poll: 0
+  register: job
+
+- name: Follow the sweep
+  bwtune.sglang.sweep_progress:
+    results_path: /var/lib/bwtune/sweeps/run1/results.jsonl
+    job_id: "{{ job.ansible_job_id }}"
+  register: progress
+  until: progress.finished
+  retries: 86400
+  delay: 2
+
+- name: Cancel it
+  bwtune.sglang.sweep_progress:
+    results_path: /var/lib/bwtune/sweeps/run1/results.jsonl
+    cancel: true
+"""
+
+RETURN = r"""
+finished:
+  description: Whether the sweep has ended (done, failed, or died).
+  returned: always
+  type: bool
+progress:
+  description: Launches planned and done, failures so far, the config in flight and its phase, ETA.
+  returned: always
+  type: dict
+  sample: {"planned": 12, "done": 3, "failed": 1, "eta_s": 540.0,
+           "current": {"config": "c1a2b3c4d5e", "phase": "workload", "workload": 1, "workloads": 2}}
+result:
+  description:
+    - When finished, what the sweep returned (C(results), C(best), C(summary)); C(error)
+      says why when it did not finish.
+  returned: when finished
+  type: dict
+cancel:
+  description: What a cancel did.
+  returned: when O(cancel=true)
+  type: dict
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import sweep_state
+
+
+def _async_job_failure(async_dir, job_id):
+    """The failure message of a finished async job, or None while it runs or if it succeeded."""
+    if not job_id:
+        return None
+    try:
+        with open(os.path.join(os.path.expanduser(async_dir), job_id)) as src:
+            job = json.load(src)
+    except (OSError, ValueError):
+        return None
+    if job.get("finished") and (job.get("failed") or job.get("rc")):
+        return job.get("msg") or "the sweep module failed"
+    return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            results_path=dict(type="path", required=True),
+            job_id=dict(type="str"),
+            async_dir=dict(type="path", default="~/.ansible_async"),
+            cancel=dict(type="bool", default=False),
+            cancel_timeout_s=dict(type="float", default=120.0),
+        ),
+        supports_check_mode=True,
+    )
+    results_path = module.params["results_path"]
+
+    if module.params["cancel"]:
+        if module.check_mode:
+            module.exit_json(changed=False, finished=True, progress={}, cancel={"cancelled": False})
+        outcome = sweep_state.cancel(results_path, module.params["cancel_timeout_s"])
+        module.exit_json(changed=outcome["cancelled"], finished=True, progress={}, cancel=outcome)
+
+    progress = sweep_state.read_progress(results_path) or {}
+    view = {key: progress.get(key) for key in ("planned", "done", "failed", "current", "eta_s", "run_id")}
+    if progress.get("finished"):
+        module.exit_json(changed=False, finished=True, progress=view, result=progress.get("result") or {})
+
+    failure = _async_job_failure(module.params["async_dir"], module.params["job_id"])
+    if failure:
+        module.exit_json(changed=False, finished=True, progress=view, result={"error": failure})
+    if progress and not sweep_state.is_same_process(progress.get("pid"), progress.get("pid_start_time")):
+        error = (
+            "the sweep process on the node (pid %s) ended before it finished; "
+            "run the sweep again with the same run id to resume" % progress.get("pid")
+        )
+        module.exit_json(changed=False, finished=True, progress=view, result={"error": error})
+    module.exit_json(changed=False, finished=False, progress=view)
+
+
+if __name__ == "__main__":
+    main()
