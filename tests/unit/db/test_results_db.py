@@ -1,0 +1,243 @@
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sample_results import FAILURES, sample_results, write_jsonl
+
+from bwtune import results_db
+
+
+def _counts(conn: sqlite3.Connection) -> dict[str, int]:
+    tables = ("runs", "hosts", "stacks", "configs", "results", "metric_summaries", "measurements", "failures")
+    return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+def test_connect_creates_wal_database_at_current_schema(tmp_path: Path) -> None:
+    conn = results_db.connect(tmp_path / "sub" / "results.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert results_db.schema_version(conn) == results_db.SCHEMA_VERSION >= 1
+    # Reopening migrates nothing and keeps the version.
+    conn.close()
+    assert results_db.schema_version(results_db.connect(tmp_path / "sub" / "results.db")) == 1
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "results.db"
+    raw = sqlite3.connect(path)
+    raw.execute(f"PRAGMA user_version = {results_db.SCHEMA_VERSION + 1}")
+    raw.close()
+    with pytest.raises(results_db.SchemaTooNewError, match="newer than this bwtune"):
+        results_db.connect(path)
+
+
+def test_migration_upgrades_an_older_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "results.db"
+    results_db.connect(path).close()
+    extra = (*results_db.MIGRATIONS, ("ALTER TABLE runs ADD COLUMN note TEXT",))
+    monkeypatch.setattr(results_db, "MIGRATIONS", extra)
+    monkeypatch.setattr(results_db, "SCHEMA_VERSION", len(extra))
+    conn = results_db.connect(path)
+    assert results_db.schema_version(conn) == 2
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    assert "note" in columns
+
+
+def test_default_path_follows_bwtune_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BWTUNE_DB", raising=False)
+    monkeypatch.setenv("BWTUNE_HOME", str(tmp_path / "home"))
+    assert results_db.default_db_path() == tmp_path / "home" / "results.db"
+    assert results_db.run_dir("r1") == tmp_path / "home" / "runs" / "r1"
+    monkeypatch.setenv("BWTUNE_DB", str(tmp_path / "elsewhere.db"))
+    assert results_db.default_db_path() == tmp_path / "elsewhere.db"
+
+
+def test_import_round_trips_every_line(db: sqlite3.Connection, sample: list[dict]) -> None:
+    summary = results_db.import_results(db, sample)
+    assert (summary.added, summary.updated, summary.unchanged) == (len(sample), 0, 0)
+    stored = results_db.run_results(db, "r20261130-demo")
+    key = lambda r: (r["host"], r["config_id"])  # noqa: E731
+    assert sorted(stored, key=key) == sorted(sample, key=key)
+
+
+def test_import_twice_changes_nothing(db: sqlite3.Connection, sample: list[dict], tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "results.jsonl", sample)
+    results_db.import_results_file(db, path)
+    before = _counts(db)
+    dump_before = list(db.iterdump())
+    again = results_db.import_results_file(db, path)
+    assert (again.added, again.updated, again.unchanged) == (0, 0, len(sample))
+    assert _counts(db) == before
+    assert list(db.iterdump()) == dump_before
+
+
+def test_changed_line_replaces_the_old_measurement(db: sqlite3.Connection, sample: list[dict]) -> None:
+    results_db.import_results(db, sample)
+    before = _counts(db)
+    rerun = json.loads(json.dumps(sample[0]))
+    rerun["metrics"]["chat-1k"]["values"]["output_throughput"] = 9999.0
+    summary = results_db.import_results(db, [rerun])
+    assert summary.updated == 1
+    assert _counts(db) == before
+    stored = {r["config_id"]: r for r in results_db.run_results(db, rerun["run_id"]) if r["host"] == "gpu-a"}
+    assert stored[rerun["config_id"]]["metrics"]["chat-1k"]["values"]["output_throughput"] == 9999.0
+
+
+def test_two_hosts_merge_into_one_run(db: sqlite3.Connection, sample: list[dict]) -> None:
+    host_a = [r for r in sample if r["host"] == "gpu-a"]
+    host_b = [r for r in sample if r["host"] == "gpu-b"]
+    results_db.import_results(db, host_a)
+    results_db.import_results(db, host_b)
+    assert [h["host"] for h in results_db.run_hosts(db, "r20261130-demo")] == ["gpu-a", "gpu-b"]
+    assert len(results_db.run_results(db, "r20261130-demo")) == len(sample)
+    # The shared configs are stored once; each host keeps its own measurements.
+    shared = {r["config_id"] for r in host_b}
+    assert db.execute("SELECT COUNT(*) FROM configs").fetchone()[0] == len({r["config_id"] for r in sample})
+    rows = db.execute(
+        "SELECT COUNT(DISTINCT host) FROM measurements WHERE config_id = ?", (next(iter(shared)),)
+    ).fetchone()
+    assert rows[0] == 2
+    assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_run_id_override(db: sqlite3.Connection, sample: list[dict]) -> None:
+    summary = results_db.import_results(db, sample, run_id="renamed")
+    assert summary.run_ids == ("renamed",)
+    assert len(results_db.run_results(db, "renamed")) == len(sample)
+    with pytest.raises(results_db.UnknownRunError, match="r20261130-demo"):
+        results_db.run_results(db, "r20261130-demo")
+
+
+def test_measurements_are_per_workload_metric_and_repetition(
+    db: sqlite3.Connection, sample: list[dict]
+) -> None:
+    results_db.import_results(db, sample)
+    first = sample[0]
+    rows = db.execute(
+        "SELECT workload, repetition, value FROM measurements "
+        "WHERE host = ? AND config_id = ? AND metric = 'output_throughput' ORDER BY workload, repetition",
+        (first["host"], first["config_id"]),
+    ).fetchall()
+    expected = [
+        (w, i, rep["output_throughput"])
+        for w in sorted(first["metrics"])
+        for i, rep in enumerate(first["metrics"][w]["repetitions"])
+    ]
+    assert [tuple(r) for r in rows] == expected
+    assert len(rows) == 6  # 2 workloads x 3 repetitions
+
+
+def test_failures_keep_class_message_and_log_tail(db: sqlite3.Connection, sample: list[dict]) -> None:
+    results_db.import_results(db, sample)
+    rows = db.execute("SELECT class, message, log_tail_json FROM failures ORDER BY class").fetchall()
+    assert sorted(r["class"] for r in rows) == sorted(FAILURES)
+    for row in rows:
+        assert row["message"] == FAILURES[row["class"]]
+        tail = json.loads(row["log_tail_json"])
+        assert len(tail) == 50 and tail[-1] == FAILURES[row["class"]]
+
+
+def test_record_run_stores_matrix_objective_and_plan(db: sqlite3.Connection, sample: list[dict]) -> None:
+    results_db.import_results(db, sample)
+    matrix = {"objective": {"workload": "long-8k", "metric": "mean_tpot_ms", "goal": "min"}, "axes": {}}
+    results_db.record_run(db, "r20261130-demo", matrix=matrix, plan_summary={"valid": 13, "pruned": 1})
+    run = results_db.get_run(db, "r20261130-demo")
+    assert run.matrix == matrix
+    assert run.objective == {"workload": "long-8k", "metric": "mean_tpot_ms", "goal": "min"}
+    assert run.plan_summary == {"valid": 13, "pruned": 1}
+    with pytest.raises(ValueError, match="'most'"):
+        results_db.record_run(db, "r20261130-demo", objective={"metric": "x", "goal": "most"})
+
+
+def test_host_facts_and_stack_details(db: sqlite3.Connection, sample: list[dict]) -> None:
+    results_db.import_results(db, sample)
+    facts = {"count": 8, "name": "NVIDIA RTX PRO 6000 Blackwell", "memory_mib": 97887, "driver": "580.95"}
+    results_db.record_host_facts(
+        db, "r20261130-demo", "gpu-a", gpu_facts=facts, stack_fingerprint=sample[0]["stack_fingerprint"],
+        stack={"sglang_version": "0.5.23", "torch": "2.9.1+cu130"},
+    )  # fmt: skip
+    hosts = {h["host"]: h for h in results_db.run_hosts(db, "r20261130-demo")}
+    assert hosts["gpu-a"]["gpu_facts"] == facts
+    assert hosts["gpu-a"]["stack"] == {"sglang_version": "0.5.23", "torch": "2.9.1+cu130"}
+    assert hosts["gpu-b"]["gpu_facts"] is None
+    assert hosts["gpu-b"]["sglang_version"] == "0.5.23"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda r: r.update(status="exploded"), "status 'exploded' is not one of ok, pruned"),
+        (lambda r: r.update(schema=2), "schema 2 is not supported"),
+        (lambda r: r.pop("host"), "missing key 'host'"),
+        (lambda r: r["metrics"]["chat-1k"]["values"].update(output_throughput="fast"),
+         "metrics['chat-1k'].values['output_throughput'] must be a number, got 'fast'"),
+        (lambda r: r.update(status="oom"), "status 'oom' needs a failure object"),
+    ],
+)  # fmt: skip
+def test_bad_lines_name_file_line_and_value(tmp_path: Path, sample: list[dict], mutate, message: str) -> None:
+    bad = json.loads(json.dumps(sample[0]))
+    mutate(bad)
+    path = write_jsonl(tmp_path / "results.jsonl", [sample[1], bad])
+    with pytest.raises(results_db.ResultsFormatError) as info:
+        results_db.read_results_file(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}:2: ") and message in text
+    assert "\n" not in text
+
+
+def test_invalid_json_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n{not json\n")
+    with pytest.raises(results_db.ResultsFormatError, match=r"r.jsonl:2: not valid JSON"):
+        results_db.read_results_file(path)
+
+
+def test_build_run_output_shape_and_best(db: sqlite3.Connection, sample: list[dict]) -> None:
+    results_db.import_results(db, sample)
+    out = results_db.build_run_output(db, "r20261130-demo")
+    assert set(out) == {"run_id", "results", "best", "summary"}
+    assert len(out["results"]) == len(sample)
+    for result in out["results"]:
+        assert {"id", "host", "status", "flags", "failure", "metrics"} <= set(result)
+    # The wrong-output config is the fastest of all, but it can never win.
+    wrong = next(r for r in out["results"] if r["status"] == "wrong-output")
+    assert wrong["objective"] > max(r["objective"] for r in out["results"] if r["status"] == "ok")
+    best = out["best"]
+    assert best in out["results"] and best["status"] == "ok"
+    assert best["objective"] == max(r["objective"] for r in out["results"] if r["status"] == "ok")
+    assert best["flags"]["moe-runner-backend"] == "flashinfer_trtllm"
+    summary = out["summary"]
+    assert summary["objective"] == {"workload": "chat-1k", "metric": "output_throughput", "goal": "max"}
+    assert summary["ok"] == 6 and summary["failed"] == {c: 1 for c in sorted(FAILURES)}
+    assert summary["hosts"] == ["gpu-a", "gpu-b"] and summary["simulated"] is True
+    json.dumps(out)  # serialisable as printed by --json
+
+
+def test_goal_min_picks_the_lowest(db: sqlite3.Connection, sample: list[dict]) -> None:
+    results_db.import_results(db, sample)
+    results_db.record_run(db, "r20261130-demo", objective={"workload": "long-8k", "metric": "mean_tpot_ms",
+                                                           "goal": "min"})  # fmt: skip
+    out = results_db.build_run_output(db, "r20261130-demo")
+    ok = [r for r in out["results"] if r["status"] == "ok"]
+    assert out["best"]["objective"] == min(r["objective"] for r in ok)
+
+
+def test_no_ok_result_means_no_best(db: sqlite3.Connection) -> None:
+    failed = [r for r in sample_results() if r["status"] != "ok"]
+    results_db.import_results(db, failed)
+    assert results_db.build_run_output(db, "r20261130-demo")["best"] is None
+
+
+def test_list_runs(db: sqlite3.Connection) -> None:
+    results_db.import_results(db, sample_results("r-old"))
+    later = sample_results("r-new", simulated=False)
+    for line in later:
+        line["started_at"] = line["started_at"].replace("2026-11-30", "2026-12-01")
+    results_db.import_results(db, later)
+    runs = results_db.list_runs(db)
+    assert [r["run_id"] for r in runs] == ["r-new", "r-old"]
+    assert runs[0]["simulated"] is False and runs[1]["simulated"] is True
+    assert runs[0]["results"] == 14 and runs[0]["ok"] == 6 and runs[0]["failed"] == 8
+    assert runs[0]["best"]["id"].startswith("c")
