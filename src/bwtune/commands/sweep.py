@@ -1,0 +1,317 @@
+"""`bwtune sweep`: run a sweep matrix on every host of an inventory, keep and report the results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bwtune import results_db, runner
+from bwtune.progress import ProgressView, SweepState
+
+NAME = "sweep"
+HELP = "Run a sweep matrix on the inventory's hosts, keep the results and write the reports."
+
+EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT, EXIT_CANCELED = 0, 1, 2, 130
+SWEEP_PLAYBOOK, CANCEL_PLAYBOOK = "sweep.yml", "sweep_cancel.yml"
+FOLLOW_TASK = "Follow the sweep"
+STRATEGIES = ("grid", "coordinate", "screen")
+
+
+class BadInput(ValueError):
+    """Bad user input: one line, exit 2."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-i", "--inventory", required=True, help="Ansible inventory (file or directory)")
+    parser.add_argument("-m", "--matrix", help="sweep matrix (YAML); with --resume, defaults to the run's")
+    parser.add_argument("--limit", help="only these hosts (an Ansible host pattern)")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="grid", help="how configs are chosen")
+    parser.add_argument("--resume", metavar="RUN_ID", help="continue this run: configs done are kept")
+    parser.add_argument("--force", action="store_true", help="launch configs the rules would prune")
+    parser.add_argument("--forks", type=int, help="hosts Ansible works on at once")
+    parser.add_argument("--node-results-dir", help="where nodes keep results files (default: the playbook's)")
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        request = SweepRequest.from_args(args)
+    except (BadInput, runner.InventoryError) as exc:
+        print(f"bwtune: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    outcome = run_sweep(request)
+    print_outcome(outcome, as_json=args.json)
+    return outcome.exit_code
+
+
+@dataclass
+class SweepRequest:
+    inventory: runner.Inventory
+    matrix: dict[str, Any]
+    matrix_source: str
+    run_id: str
+    limit: str | None = None
+    strategy: str = "grid"
+    force: bool = False
+    forks: int | None = None
+    node_results_dir: str | None = None
+    quiet: bool = False
+    resumed: bool = False
+    node_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SweepRequest:
+        inventory = runner.load_inventory(args.inventory, args.limit)
+        if args.resume:
+            _check_run_id(args.resume)
+        if args.matrix:
+            matrix = load_matrix(args.matrix)
+            source = str(args.matrix)
+        elif args.resume:
+            saved = results_db.run_dir(args.resume) / "matrix.json"
+            if not saved.is_file():
+                raise BadInput(f"--resume {args.resume}: no matrix saved for that run; give -m MATRIX")
+            matrix, source = json.loads(saved.read_text(encoding="utf-8")), str(saved)
+        else:
+            raise BadInput("give a matrix with -m MATRIX (or --resume RUN_ID)")
+        return cls(
+            inventory=inventory,
+            matrix=matrix,
+            matrix_source=source,
+            run_id=args.resume or runner.new_run_id(),
+            limit=args.limit,
+            strategy=args.strategy,
+            force=args.force,
+            forks=args.forks,
+            node_results_dir=args.node_results_dir,
+            quiet=args.quiet,
+            resumed=bool(args.resume),
+        )
+
+    def extravars(self) -> dict[str, Any]:
+        extravars: dict[str, Any] = {
+            "bwtune_matrix": self.matrix,
+            "bwtune_run_id": self.run_id,
+            "bwtune_sweep_strategy": self.strategy,
+            "bwtune_sweep_force": self.force,
+        }
+        if self.node_results_dir:
+            extravars["bwtune_sweep_results_dir"] = self.node_results_dir
+        if self.node_env:
+            extravars["bwtune_sweep_env"] = self.node_env
+        return extravars
+
+
+@dataclass
+class SweepOutcome:
+    run_id: str
+    exit_code: int
+    output: dict[str, Any] | None = None  # the --json shape, from the results database
+    messages: list[str] = field(default_factory=list)  # one line each, for stderr
+    reports: list[Path] = field(default_factory=list)
+
+
+def load_matrix(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a matrix on the controller; BadInput names the key and line."""
+    source = Path(path).expanduser()
+    try:
+        from bwtune import matrix_file  # H2's loader, when present
+    except ImportError:
+        matrix_file = None
+    if matrix_file is not None:
+        try:
+            loaded = matrix_file.load_matrix(source)
+        except (OSError, ValueError) as exc:
+            raise BadInput(str(exc)) from None
+        return dict(loaded)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"matrix {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise BadInput(f"matrix {path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"matrix {path}: expected a mapping at the top, got {type(data).__name__}")
+    return data
+
+
+def run_sweep(request: SweepRequest) -> SweepOutcome:
+    """Run the sweep playbook, follow it, import what it returned and write the reports."""
+    pdd = runner.private_data_dir(request.run_id)
+    (pdd.parent / "matrix.json").write_text(json.dumps(request.matrix, indent=1), encoding="utf-8")
+    hosts = request.inventory.hosts
+    state = SweepState.for_hosts({host: request.inventory.simulated(host) for host in hosts})
+    verb = "resuming" if request.resumed else "sweeping"
+    title = f"bwtune: {verb} run {request.run_id} on {len(hosts)} host(s)"
+    envvars = dict(request.node_env)
+    with runner.cancel_on_interrupt() as cancel, ProgressView(state, title, quiet=request.quiet) as view:
+        playbook_run = runner.run_playbook(
+            SWEEP_PLAYBOOK,
+            request.inventory,
+            request.extravars(),
+            limit=request.limit,
+            forks=request.forks,
+            private_data_dir=pdd,
+            on_event=view.on_event,
+            quiet=True,
+            cancel=cancel.event,
+            envvars=envvars,
+        )
+        if playbook_run.canceled:
+            view.note(f"bwtune: cancelling run {request.run_id}: stopping the sweep on the nodes")
+    if playbook_run.canceled:
+        return _cancel(request, pdd)
+    return _collect(request, playbook_run)
+
+
+def _cancel(request: SweepRequest, pdd: Path) -> SweepOutcome:
+    extravars: dict[str, Any] = {"bwtune_run_id": request.run_id}
+    if request.node_results_dir:
+        extravars["bwtune_sweep_results_dir"] = request.node_results_dir
+    stop = runner.run_playbook(
+        CANCEL_PLAYBOOK, request.inventory, extravars, limit=request.limit, private_data_dir=pdd, quiet=True
+    )
+    messages = [failure.line() for failure in stop.failures.values()]
+    if stop.error:
+        messages.append(f"cancel playbook: {stop.error}")
+    stopped = sorted(set(stop.hosts) - set(stop.failures))
+    messages.append(f"cancelled run {request.run_id}; stopped on: {', '.join(stopped) or 'no host'}")
+    messages.append(f"resume with: bwtune sweep -i {request.inventory.path} --resume {request.run_id}")
+    return SweepOutcome(request.run_id, EXIT_CANCELED, messages=messages)
+
+
+def _collect(request: SweepRequest, playbook_run: runner.PlaybookRun) -> SweepOutcome:
+    messages = [failure.line() for failure in playbook_run.failures.values()]
+    if playbook_run.error:
+        messages.append(f"the sweep playbook did not run: {playbook_run.error}")
+    by_host = node_results(playbook_run)
+    lines: list[dict[str, Any]] = []
+    for host, result in sorted(by_host.items()):
+        if result.get("error"):
+            messages.append(f"host {host}: {result['error']}")
+        for number, line in enumerate(result.get("results") or [], start=1):
+            try:
+                results_db.validate_result(line, f"{host} result {number}")
+            except results_db.ResultsFormatError as exc:
+                messages.append(str(exc))
+                continue
+            lines.append(line)
+    conn = results_db.connect()
+    try:
+        results_db.record_run(
+            conn, request.run_id, matrix=request.matrix, plan_summary=_plan_summary(by_host) or None
+        )
+        results_db.import_results(conn, lines, run_id=request.run_id)
+        output = results_db.build_run_output(conn, request.run_id)
+        reports = write_reports(conn, request.run_id)
+    finally:
+        conn.close()
+    failed = (
+        bool(playbook_run.failures) or playbook_run.rc != 0 or any(r.get("error") for r in by_host.values())
+    )
+    code = EXIT_HOST_FAILED if failed else EXIT_OK
+    return SweepOutcome(request.run_id, code, output=output, messages=messages, reports=reports)
+
+
+def node_results(playbook_run: runner.PlaybookRun) -> dict[str, dict[str, Any]]:
+    """host -> what the node's sweep returned ({results, best, summary} or {error})."""
+    found: dict[str, dict[str, Any]] = {}
+    stats = playbook_run.artifact_data.get("bwtune_sweep")
+    if isinstance(stats, Mapping):
+        found.update({str(h): dict(r) for h, r in stats.items() if isinstance(r, Mapping)})
+    for host, res in playbook_run.results("sweep_progress", task=FOLLOW_TASK).items():
+        if isinstance(res.get("result"), Mapping):
+            found[host] = dict(res["result"])
+    return found
+
+
+def _plan_summary(by_host: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    for result in by_host.values():
+        summary = result.get("summary")
+        if isinstance(summary, Mapping):
+            return dict(summary)
+    return {}
+
+
+def write_reports(conn: Any, run_id: str) -> list[Path]:
+    """report.html and report.md in the run directory, by the report package."""
+    try:
+        from bwtune import report
+    except ImportError:
+        return []
+    writer = getattr(report, "write_reports", None)
+    if writer is None:
+        return []
+    written = writer(conn, run_id, results_db.run_dir(run_id))
+    return [Path(p) for p in (written.values() if isinstance(written, Mapping) else written)]
+
+
+def print_outcome(outcome: SweepOutcome, as_json: bool, stream: Any = None) -> None:
+    out = stream if stream is not None else sys.stdout
+    for message in outcome.messages:
+        print(f"bwtune: {message}", file=sys.stderr)
+    if outcome.output is None:
+        return
+    if as_json:
+        print(json.dumps(outcome.output, indent=2, sort_keys=False), file=out)
+        return
+    print_results_table(outcome.output, out)
+    for path in outcome.reports:
+        print(f"report: {path}", file=out)
+
+
+def print_results_table(output: Mapping[str, Any], out: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = output.get("summary") or {}
+    objective = summary.get("objective") or {}
+    metric = objective.get("metric", "objective")
+    simulated = " (SIMULATED: stand-in, not a GPU)" if summary.get("simulated") else ""
+    table = Table(title=f"run {output.get('run_id')}{simulated}", title_justify="left")
+    for column in ("config", "host", "status", metric, "95% CI", "flags"):
+        table.add_column(column, overflow="fold")
+    best = output.get("best") or {}
+    for result in output.get("results") or []:
+        value = result.get("objective")
+        ci = result.get("objective_ci95")
+        mark = (
+            " *"
+            if best and result.get("id") == best.get("id") and result.get("host") == best.get("host")
+            else ""
+        )
+        table.add_row(
+            f"{result.get('id')}{mark}",
+            str(result.get("host")),
+            str(result.get("status")),
+            "" if value is None else f"{value:.1f}",
+            "" if not ci else f"{ci[0]:.1f} .. {ci[1]:.1f}",
+            _point_text(result),
+        )
+    console = Console(file=out, width=max(100, Console(file=out).width))
+    console.print(table)
+    if best:
+        console.print(f"best: {best.get('id')} on {best.get('host')}{' (simulated)' if simulated else ''}")
+
+
+def _point_text(result: Mapping[str, Any]) -> str:
+    point = result.get("point") or result.get("flags") or {}
+    return " ".join(f"{k}={v}" for k, v in point.items()) if isinstance(point, Mapping) else str(point)
+
+
+def _check_run_id(run_id: str) -> None:
+    if not run_id or "/" in run_id or run_id.startswith(".") or len(run_id) > 128:
+        raise BadInput(f"--resume {run_id!r}: not a run id")

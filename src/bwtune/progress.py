@@ -1,0 +1,231 @@
+"""What a user watches while playbooks run: a live table on a terminal, lines otherwise.
+
+Both views read the same `SweepState`, which folds runner events into per-host progress:
+the sweep's "Follow the sweep" task retries every few seconds and each retry carries
+`res.progress` = {planned, done, failed, current: {config, phase, workload, workloads}, eta_s}.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from bwtune.runner import RunnerEvent
+
+SWEEP_PROGRESS_ACTION = "sweep_progress"
+
+
+@dataclass
+class HostProgress:
+    host: str
+    simulated: bool = False
+    task: str | None = None  # the playbook task the host is in, until the sweep reports
+    planned: int | None = None
+    done: int = 0
+    failed: int = 0
+    current: dict[str, Any] | None = None
+    eta_s: float | None = None
+    finished: bool = False
+    failure: str | None = None  # unreachable or failed, with the reason
+
+    def phase_text(self) -> str:
+        if self.failure:
+            return self.failure
+        if self.finished:
+            return "finished"
+        if not self.current:
+            return self.task or "waiting"
+        phase = str(self.current.get("phase") or "")
+        if phase == "workload" and self.current.get("workloads"):
+            phase = f"workload {self.current.get('workload')}/{self.current.get('workloads')}"
+        return f"{self.current.get('config', '?')} {phase}".strip()
+
+    def counts_text(self) -> str:
+        planned = "?" if self.planned is None else str(self.planned)
+        return f"{self.done}/{planned}"
+
+
+@dataclass
+class SweepState:
+    """Per-host progress, updated from events; `update` says what changed, as a line."""
+
+    hosts: dict[str, HostProgress] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def for_hosts(cls, simulated: dict[str, bool]) -> SweepState:
+        return cls({host: HostProgress(host, simulated=flag) for host, flag in sorted(simulated.items())})
+
+    def host(self, name: str) -> HostProgress:
+        if name not in self.hosts:
+            self.hosts[name] = HostProgress(name)
+        return self.hosts[name]
+
+    def update(self, event: RunnerEvent) -> str | None:
+        if event.kind == "task_start":
+            for progress in self.hosts.values():
+                if not progress.failure and not progress.current and not progress.finished:
+                    progress.task = event.task
+            return None
+        if not event.host:
+            return None
+        progress = self.host(event.host)
+        if event.kind in ("failed", "unreachable"):
+            if event.data.get("ignore_errors"):
+                return None
+            reason = str(event.res.get("msg") or "no message").splitlines()[0]
+            progress.failure = ("unreachable: " if event.kind == "unreachable" else "failed: ") + reason
+            return f"{event.host}: {progress.failure}"
+        is_progress = event.action and event.action.rsplit(".", 1)[-1] == SWEEP_PROGRESS_ACTION
+        if event.kind not in ("retry", "ok") or not is_progress:
+            return None
+        before = self.line(progress)
+        report = event.res.get("progress")
+        if isinstance(report, dict):
+            self._apply(progress, report)
+        result = event.res.get("result")
+        if event.kind == "ok":
+            progress.finished = True
+            progress.current = None
+            if isinstance(result, dict):
+                self._apply_result(progress, result)
+        after = self.line(progress)
+        return after if after != before else None
+
+    @staticmethod
+    def _apply(progress: HostProgress, report: dict[str, Any]) -> None:
+        if isinstance(report.get("planned"), int):
+            progress.planned = report["planned"]
+        progress.done = int(report.get("done") or 0)
+        progress.failed = int(report.get("failed") or 0)
+        current = report.get("current")
+        progress.current = current if isinstance(current, dict) else None
+        eta = report.get("eta_s")
+        progress.eta_s = float(eta) if isinstance(eta, int | float) else None
+
+    @staticmethod
+    def _apply_result(progress: HostProgress, result: dict[str, Any]) -> None:
+        lines = result.get("results")
+        if isinstance(lines, list):
+            progress.simulated = progress.simulated or any(
+                isinstance(line, dict) and line.get("simulated") for line in lines
+            )
+            if progress.planned is None:
+                progress.planned = len(lines)
+            progress.done = max(progress.done, len(lines))
+            progress.failed = sum(isinstance(line, dict) and line.get("status") != "ok" for line in lines)
+
+    def line(self, progress: HostProgress) -> str:
+        parts = [f"{progress.host}:", f"{progress.counts_text()} done", f"{progress.failed} failed"]
+        parts.append(progress.phase_text())
+        if progress.eta_s is not None and not progress.finished:
+            parts.append(f"ETA {format_duration(progress.eta_s)}")
+        if progress.simulated:
+            parts.append("(simulated)")
+        return "  ".join(parts)
+
+    def table(self, title: str) -> Table:
+        table = Table(title=title, title_justify="left", expand=False)
+        for column in ("host", "done/planned", "failed", "in flight", "ETA", ""):
+            table.add_column(column)
+        for progress in self.hosts.values():
+            eta = "" if progress.eta_s is None or progress.finished else format_duration(progress.eta_s)
+            table.add_row(
+                progress.host,
+                progress.counts_text(),
+                str(progress.failed),
+                progress.phase_text(),
+                eta,
+                "simulated" if progress.simulated else "",
+                style="red" if progress.failure else None,
+            )
+        elapsed = format_duration(time.monotonic() - self.started)
+        table.caption = f"elapsed {elapsed}  ·  Ctrl-C cancels (the node stops its server)"
+        return table
+
+
+class ProgressView:
+    """Shows a SweepState: rich Live on a terminal, one line per change otherwise."""
+
+    def __init__(
+        self,
+        state: SweepState,
+        title: str,
+        stream: TextIO | None = None,
+        quiet: bool = False,
+        live: bool | None = None,
+    ) -> None:
+        self.state = state
+        self.title = title
+        self.stream = stream if stream is not None else sys.stderr
+        self.quiet = quiet
+        use_live = self.stream.isatty() if live is None else live
+        self._live: Live | None = None
+        if use_live and not quiet:
+            console = Console(file=self.stream)
+            self._live = Live(state.table(title), console=console, refresh_per_second=4, transient=False)
+
+    def __enter__(self) -> ProgressView:
+        if self._live is not None:
+            self._live.__enter__()
+        elif not self.quiet:
+            self._print(f"{self.title}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self.state.table(self.title))
+            self._live.__exit__(None, None, None)
+
+    def on_event(self, event: RunnerEvent) -> None:
+        line = self.state.update(event)
+        if self._live is not None:
+            self._live.update(self.state.table(self.title))
+        elif line and not self.quiet:
+            self._print(line)
+
+    def note(self, text: str) -> None:
+        """A message outside the table (cancelling, resuming), shown in both modes."""
+        if self._live is not None:
+            self._live.console.print(text)
+        else:
+            self._print(text)
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+
+class TaskLines:
+    """Plain progress for short playbooks (facts, provision): one line per host and task."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.quiet = quiet
+
+    def on_event(self, event: RunnerEvent) -> None:
+        if self.quiet or not event.host or event.kind not in ("ok", "failed", "unreachable"):
+            return
+        if event.data.get("ignore_errors") and event.kind == "failed":
+            return
+        status = event.kind if event.kind != "ok" else ("changed" if event.res.get("changed") else "ok")
+        line = f"{event.host}: {event.task}: {status}"
+        if event.kind != "ok":
+            line += f": {str(event.res.get('msg') or '').splitlines()[0] if event.res.get('msg') else ''}"
+        print(line.rstrip(": "), file=self.stream, flush=True)
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
