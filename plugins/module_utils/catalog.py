@@ -1,0 +1,306 @@
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The SGLang flag catalog: every flag of each supported release, read from generated tables.
+
+The tables themselves (`sglang_flags.FLAG_TABLES`) are generated from each release's own
+argparse parser; this module gives them a typed face: look a flag up by name or alias,
+coerce a value the way argparse would, render argv, and say what a renamed flag is
+called in another release.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# Flags renamed between releases: old CLI name -> new CLI name. A table lacking a name
+# follows this chain (either direction) to tell the user what its release calls it.
+RENAMES: dict[str, str] = {
+    "mamba-scheduler-strategy": "mamba-radix-cache-strategy",
+    "cuda-graph-max-bs": "cuda-graph-max-bs-decode",
+}
+
+_VERSION_PART = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.?post(\d+))?$")
+
+
+class CatalogError(ValueError):
+    """A flag, value or release the catalog does not know."""
+
+
+def parse_version(version: str) -> tuple[int, int, int, int]:
+    """`0.5.10.post1` -> (0, 5, 10, 1). Only the release forms SGLang publishes."""
+    match = _VERSION_PART.match(version.strip())
+    if not match:
+        raise CatalogError(f"not an SGLang release number: {version!r}")
+    return tuple(int(part) if part else 0 for part in match.groups())  # type: ignore[return-value]
+
+
+def version_in(version: str, spec: str) -> bool:
+    """Whether `version` satisfies `spec`: `*` or comma-joined `>=A`, `>A`, `<=A`, `<A`, `==A`."""
+    if spec.strip() in ("", "*"):
+        return True
+    have = parse_version(version)
+    for clause in spec.split(","):
+        clause = clause.strip()
+        op = clause[:2] if clause[:2] in (">=", "<=", "==") else clause[:1]
+        want = parse_version(clause[len(op) :])
+        ok = {
+            ">=": have >= want,
+            "<=": have <= want,
+            "==": have == want,
+            ">": have > want,
+            "<": have < want,
+        }.get(op)
+        if ok is None:
+            raise CatalogError(f"bad version range clause {clause!r} in {spec!r}")
+        if not ok:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One SGLang command-line flag as that release's argparse parser defines it."""
+
+    name: str
+    dest: str
+    type: str
+    action: str
+    choices: tuple[Any, ...] | None
+    default: Any
+    nargs: Any
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def is_switch(self) -> bool:
+        """A flag that takes no value (`--enable-metrics`)."""
+        return self.action in ("store_true", "store_false")
+
+    @property
+    def is_list(self) -> bool:
+        return self.nargs in ("+", "*") or (isinstance(self.nargs, int) and self.nargs > 1)
+
+    def coerce(self, value: Any) -> Any:
+        """The value argparse would store for `value` (as written in YAML or on a CLI).
+
+        Raises CatalogError with a message that names the flag and the bad value.
+        """
+        if self.is_switch:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            raise CatalogError(f"--{self.name} is a switch: use true or false, not {value!r}")
+        if self.is_list:
+            items = value if isinstance(value, list) else [value]
+            return [self._coerce_one(item) for item in items]
+        if isinstance(value, list):
+            raise CatalogError(f"--{self.name} takes one value, not a list")
+        return self._coerce_one(value)
+
+    def _coerce_one(self, value: Any) -> Any:
+        if value is None:
+            raise CatalogError(f"--{self.name} needs a value")
+        expects_text = self.type not in ("int", "float", "bool", "json") or bool(self.choices)
+        if isinstance(value, bool) and expects_text and not _bool_is_choice(self.choices):
+            word = "true/yes/on" if value else "false/no/off"
+            raise CatalogError(
+                f"--{self.name}: YAML read a bare {word} as the boolean {str(value).lower()}; "
+                f"quote it if you mean the string"
+            )
+        coerced: Any
+        try:
+            if self.type == "int":
+                if isinstance(value, float) and not value.is_integer():
+                    raise ValueError
+                coerced = int(value)
+            elif self.type == "float":
+                coerced = float(value)
+            elif self.type == "bool":
+                coerced = _to_bool(value)
+            elif self.type == "json":
+                coerced = json.loads(value) if isinstance(value, str) else value
+            elif self.type == "upper":
+                coerced = str(value).upper()
+            elif self.type == "lower":
+                coerced = str(value).lower()
+            else:
+                coerced = value if isinstance(value, (int, float)) and not self.choices else str(value)
+        except (TypeError, ValueError):
+            raise CatalogError(f"--{self.name} expects {self.type}, not {value!r}") from None
+        if self.choices is not None and coerced not in self.choices:
+            raise CatalogError(
+                f"--{self.name} has no choice {value!r} (choices: {', '.join(map(str, self.choices))})"
+            )
+        return coerced
+
+    def argv(self, value: Any) -> list[str]:
+        """The command-line words for this flag set to `value` (already coerced)."""
+        if self.is_switch:
+            wanted = value if self.action == "store_true" else not value
+            return [f"--{self.name}"] if wanted else []
+        values = value if isinstance(value, list) else [value]
+        return [f"--{self.name}", *(_word(v) for v in values)]
+
+
+def _to_bool(value: Any) -> bool:
+    """argparse `type=str2bool` as SGLang defines it."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in ("true", "1", "yes", "y", "on"):
+        return True
+    if text in ("false", "0", "no", "n", "off"):
+        return False
+    raise ValueError(text)
+
+
+def _bool_is_choice(choices: tuple[Any, ...] | None) -> bool:
+    return bool(choices) and any(isinstance(c, bool) for c in choices or ())
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return repr(value)
+    return str(value)
+
+
+@dataclass
+class FlagTable:
+    """All flags of one SGLang release."""
+
+    version: str
+    source: str
+    flags: dict[str, FlagSpec]
+    _alias_to_name: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for spec in self.flags.values():
+            for alias in spec.aliases:
+                self._alias_to_name.setdefault(alias, spec.name)
+
+    def canonical(self, name: str) -> str | None:
+        """The flag's CLI name in this release (resolving aliases like tp -> tp-size), or None."""
+        name = name.lstrip("-")
+        if name in self.flags:
+            return name
+        return self._alias_to_name.get(name)
+
+    def lookup(self, name: str) -> FlagSpec | None:
+        canonical = self.canonical(name)
+        return self.flags[canonical] if canonical else None
+
+    def successor(self, name: str) -> str | None:
+        """What this release calls a flag it lacks under `name` (renamed later or earlier)."""
+        name = name.lstrip("-")
+        for step in (RENAMES, {new: old for old, new in RENAMES.items()}):
+            seen, current = {name}, name
+            while current in step and step[current] not in seen:
+                current = step[current]
+                seen.add(current)
+                if current in self.flags:
+                    return current
+        return None
+
+    def default(self, name: str) -> Any:
+        spec = self.flags.get(name)
+        return spec.default if spec else None
+
+    def unknown_flag_message(self, name: str) -> str:
+        renamed = self.successor(name)
+        if renamed:
+            return f"SGLang {self.version} has no --{name.lstrip('-')}; it calls it --{renamed}"
+        return f"SGLang {self.version} has no flag --{name.lstrip('-')}"
+
+    def coerce(self, name: str, value: Any) -> tuple[str, Any]:
+        """(canonical name, argparse value) for a flag as written, or CatalogError."""
+        spec = self.lookup(name)
+        if spec is None:
+            raise CatalogError(self.unknown_flag_message(name))
+        try:
+            return spec.name, spec.coerce(value)
+        except CatalogError as err:
+            raise CatalogError(f"{err} in SGLang {self.version}") from None
+
+    def parse_argv(self, argv: list[str]) -> dict[str, Any]:
+        """Flags from the words after `python -m sglang.launch_server` (argparse's reading).
+
+        Raises CatalogError the way argparse would exit: unknown flag, bad choice, missing value.
+        """
+        flags: dict[str, Any] = {}
+        i = 0
+        while i < len(argv):
+            word = argv[i]
+            if not word.startswith("--"):
+                raise CatalogError(f"unexpected argument {word!r}")
+            name, eq, inline = word[2:].partition("=")
+            spec = self.lookup(name)
+            if spec is None:
+                raise CatalogError(self.unknown_flag_message(name))
+            i += 1
+            if spec.is_switch:
+                flags[spec.name] = spec.action == "store_true"
+                continue
+            values = [inline] if eq else []
+            while not eq and i < len(argv) and not argv[i].startswith("--"):
+                values.append(argv[i])
+                i += 1
+                if not spec.is_list:
+                    break
+            if not values:
+                raise CatalogError(f"--{spec.name} expects a value")
+            flags[spec.name] = spec.coerce(values if spec.is_list else values[0])
+        return flags
+
+
+def _spec_from_table(name: str, raw: dict[str, Any]) -> FlagSpec:
+    choices = raw.get("choices")
+    return FlagSpec(
+        name=name,
+        dest=raw.get("dest") or name.replace("-", "_"),
+        type=str(raw.get("type") or "str"),
+        action=str(raw.get("action") or "store"),
+        choices=tuple(choices) if choices is not None else None,
+        default=raw.get("default"),
+        nargs=raw.get("nargs"),
+        aliases=tuple(a.lstrip("-") for a in raw.get("aliases") or ()),
+    )
+
+
+_TABLES: dict[str, FlagTable] = {}
+
+
+def _raw_tables() -> dict[str, dict[str, Any]]:
+    from ansible_collections.bwtune.sglang.plugins.module_utils.sglang_flags import FLAG_TABLES
+
+    return FLAG_TABLES
+
+
+def supported_versions() -> tuple[str, ...]:
+    """The SGLang releases that have a generated flag table, oldest first."""
+    return tuple(sorted(_raw_tables(), key=parse_version))
+
+
+def get_table(version: str) -> FlagTable:
+    table = _TABLES.get(version)
+    if table is None:
+        raw = _raw_tables().get(version)
+        if raw is None:
+            known = ", ".join(supported_versions())
+            raise CatalogError(f"no flag table for SGLang {version} (supported: {known})")
+        flags = {name: _spec_from_table(name, spec) for name, spec in raw["flags"].items()}
+        table = _TABLES[version] = FlagTable(version, str(raw.get("source", "")), flags)
+    return table
+
+
+def __getattr__(name: str) -> Any:
+    # SUPPORTED_VERSIONS reads the generated tables on first use, not at import.
+    if name == "SUPPORTED_VERSIONS":
+        return supported_versions()
+    raise AttributeError(name)

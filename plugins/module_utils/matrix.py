@@ -1,0 +1,436 @@
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The sweep matrix: validate the user's description of a sweep and expand it into points.
+
+A matrix is plain data (parsed YAML or JSON). Every error is a MatrixError carrying the
+key path of the bad value, e.g. ("axes", "moe-runner-backend", 2), so a caller that kept
+the YAML line numbers can say "examples/x.yml:12: axes.moe-runner-backend[2]: ...".
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError, FlagTable
+
+Path = tuple[Any, ...]
+
+TOP_LEVEL_KEYS = (
+    "model",
+    "hardware",
+    "sglang",
+    "base",
+    "axes",
+    "bundles",
+    "exclude",
+    "workloads",
+    "objective",
+    "estimates",
+)
+GOALS = ("max", "min")
+OBJECTIVE_METRICS = frozenset(
+    {"request_throughput", "output_throughput", "total_throughput", "output_tok_s_per_request"}
+    | {"accept_length", "goodput", "completed"}
+    | {
+        f"{stat}_{what}_ms"
+        for stat in ("mean", "median", "p90", "p99")
+        for what in ("ttft", "tpot", "itl", "e2e_latency")
+    }
+)
+DEFAULT_STARTUP_S = 600.0
+DEFAULT_WORKLOAD_S = 120.0
+
+
+class MatrixError(ValueError):
+    """Bad input in a matrix: the key path of the bad value and what is wrong with it."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = tuple(path)
+        self.message = message
+
+    def dotted(self) -> str:
+        """`axes.moe-runner-backend[2]`."""
+        out = ""
+        for part in self.path:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        return out
+
+    def __str__(self) -> str:
+        where = self.dotted()
+        return f"{where}: {self.message}" if where else self.message
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    num_prompts: int
+    request_rate: float | None = None
+    estimate_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "concurrency": self.concurrency,
+            "num_prompts": self.num_prompts,
+        }
+        if self.request_rate is not None:
+            out["request_rate"] = self.request_rate
+        if self.estimate_s is not None:
+            out["estimate_s"] = self.estimate_s
+        return out
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One sweep dimension: a flag (values are flag values) or a bundle (values are bundle names)."""
+
+    name: str
+    values: tuple[Any, ...]
+    # For each value, the flags it sets, already coerced: {flag: value}.
+    flag_sets: tuple[dict[str, Any], ...]
+    is_bundle: bool = False
+
+
+@dataclass
+class Matrix:
+    model_path: str
+    model: dict[str, Any]
+    gpu: str
+    gpu_count: int | None
+    sglang_version: str
+    base: dict[str, Any]
+    axes: list[Axis]
+    excludes: list[dict[str, tuple[Any, ...]]]
+    workloads: list[Workload]
+    objective: dict[str, Any] | None
+    startup_s: float = DEFAULT_STARTUP_S
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def points(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every (point, flags) not removed by `exclude`, in axis order (last axis varies fastest).
+
+        `point` is axis -> value as written; `flags` is base + the axis values' flags.
+        """
+        names = [axis.name for axis in self.axes]
+        choices = [list(zip(axis.values, axis.flag_sets, strict=True)) for axis in self.axes]
+        for combo in itertools.product(*choices):
+            point = {name: value for name, (value, _) in zip(names, combo, strict=True)}
+            if any(_matches(point, ex) for ex in self.excludes):
+                continue
+            flags = dict(self.base)
+            for _, flag_set in combo:
+                flags.update(flag_set)
+            yield point, flags
+
+    def size(self) -> int:
+        total = 1
+        for axis in self.axes:
+            total *= len(axis.values)
+        return total
+
+
+def _matches(point: dict[str, Any], exclude: dict[str, tuple[Any, ...]]) -> bool:
+    return all(_in(point[name], values) for name, values in exclude.items())
+
+
+def _in(value: Any, values: tuple[Any, ...]) -> bool:
+    return any(_same(value, v) for v in values)
+
+
+def _same(a: Any, b: Any) -> bool:
+    # YAML 1 and true are equal in Python; a matrix keeps them apart.
+    return type(a) is type(b) and a == b
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], path: Path, what: str) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MatrixError(path, f"expected {what}, got {_describe(value)}")
+    return value
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()} (YAML reads bare yes/no/on/off as booleans; quote it)"
+    if value is None:
+        return "nothing"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _flag_name(value: Any, path: Path) -> str:
+    if not isinstance(value, str) or not value:
+        raise MatrixError(path, f"a flag name must be a string, got {_describe(value)}")
+    if value.startswith("-"):
+        raise MatrixError(path, f"write flag names without dashes: {value.lstrip('-')}")
+    return value
+
+
+def _coerce_flag(table: FlagTable, name: str, value: Any, path: Path) -> tuple[str, Any]:
+    if table.lookup(name) is None:
+        raise MatrixError(path, table.unknown_flag_message(name))
+    try:
+        return table.coerce(name, value)
+    except CatalogError as err:
+        raise MatrixError(path, str(err)) from None
+
+
+def _flag_mapping(table: FlagTable, raw: Any, path: Path) -> dict[str, Any]:
+    """A mapping of flags (base, a bundle) -> {canonical name: coerced value}."""
+    if raw is None:
+        return {}
+    _expect(raw, dict, path, "a mapping of flag: value")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = _flag_name(key, (*path, key))
+        if name == "model-path":
+            raise MatrixError((*path, key), "set the model with model.path, not as a flag")
+        canonical, coerced = _coerce_flag(table, name, value, (*path, key))
+        if canonical in out:
+            raise MatrixError((*path, key), f"--{canonical} is set twice (once through an alias)")
+        out[canonical] = coerced
+    return out
+
+
+def _positive_int(raw: dict[str, Any], key: str, path: Path, required: bool = True) -> int | None:
+    if key not in raw or raw[key] is None:
+        if required:
+            raise MatrixError(path, f"missing {key}")
+        return None
+    value = _expect(raw[key], int, (*path, key), "a positive integer")
+    if value <= 0:
+        raise MatrixError((*path, key), f"expected a positive integer, got {value}")
+    return int(value)
+
+
+def _positive_number(raw: dict[str, Any], key: str, path: Path) -> float | None:
+    if key not in raw or raw[key] is None:
+        return None
+    value = _expect(raw[key], (int, float), (*path, key), "a positive number")
+    if value <= 0:
+        raise MatrixError((*path, key), f"expected a positive number, got {value}")
+    return float(value)
+
+
+def _workloads(raw: Any) -> list[Workload]:
+    path: Path = ("workloads",)
+    if raw is None:
+        return []
+    _expect(raw, list, path, "a list of workloads")
+    seen: set[str] = set()
+    out = []
+    known = {"name", "input_len", "output_len", "concurrency", "num_prompts", "request_rate", "estimate_s"}
+    for i, item in enumerate(raw):
+        where = (*path, i)
+        _expect(item, dict, where, "a workload mapping")
+        for key in item:
+            if key not in known:
+                raise MatrixError((*where, key), f"unknown workload key (known: {', '.join(sorted(known))})")
+        name = _expect(item.get("name"), str, (*where, "name"), "a workload name")
+        if name in seen:
+            raise MatrixError((*where, "name"), f"workload {name!r} is defined twice")
+        seen.add(name)
+        concurrency = _positive_int(item, "concurrency", where, required=False) or 1
+        out.append(
+            Workload(
+                name=name,
+                input_len=_positive_int(item, "input_len", where) or 0,
+                output_len=_positive_int(item, "output_len", where) or 0,
+                concurrency=concurrency,
+                num_prompts=_positive_int(item, "num_prompts", where, required=False) or concurrency,
+                request_rate=_positive_number(item, "request_rate", where),
+                estimate_s=_positive_number(item, "estimate_s", where),
+            )
+        )
+    return out
+
+
+def _objective(raw: Any, workloads: list[Workload]) -> dict[str, Any] | None:
+    path: Path = ("objective",)
+    if raw is None:
+        return None
+    _expect(raw, dict, path, "a mapping with workload, metric and goal")
+    workload = _expect(raw.get("workload"), str, (*path, "workload"), "a workload name")
+    if workload not in {w.name for w in workloads}:
+        raise MatrixError((*path, "workload"), f"no workload named {workload!r}")
+    metric = _expect(raw.get("metric"), str, (*path, "metric"), "a metric name")
+    if metric not in OBJECTIVE_METRICS:
+        raise MatrixError((*path, "metric"), f"unknown metric {metric!r}")
+    goal = raw.get("goal", "max")
+    if goal not in GOALS:
+        raise MatrixError((*path, "goal"), f"goal must be max or min, got {_describe(goal)}")
+    return {"workload": workload, "metric": metric, "goal": goal}
+
+
+def _axes(table: FlagTable, raw: Any, bundles_raw: Any, base: dict[str, Any]) -> list[Axis]:
+    _expect(raw, dict, ("axes",), "a mapping of axis: [values]")
+    bundles = {} if bundles_raw is None else _expect(bundles_raw, dict, ("bundles",), "a mapping")
+    for name in bundles:
+        if name not in raw:
+            raise MatrixError(("bundles", name), f"bundle {name!r} is not used by any axis")
+    axes: list[Axis] = []
+    set_by: dict[str, Path] = {}
+    for name, values in raw.items():
+        path: Path = ("axes", name)
+        if not isinstance(name, str):
+            raise MatrixError(path, f"an axis name must be a string, got {_describe(name)}")
+        _expect(values, list, path, "a list of values")
+        if not values:
+            raise MatrixError(path, "empty axis: give at least one value")
+        if name in bundles:
+            axis = _bundle_axis(table, name, values, bundles[name])
+        else:
+            axis = _flag_axis(table, name, values)
+        for flags in axis.flag_sets:
+            for flag in flags:
+                if flag in set_by and set_by[flag] != path:
+                    raise MatrixError(path, f"--{flag} is also set by {'.'.join(map(str, set_by[flag]))}")
+                set_by[flag] = path
+        axes.append(axis)
+    for flag, path in set_by.items():
+        if flag in base:
+            raise MatrixError(path, f"--{flag} is both in base and swept here; drop it from base")
+    return axes
+
+
+def _flag_axis(table: FlagTable, name: str, values: list[Any]) -> Axis:
+    flag = _flag_name(name, ("axes", name))
+    flag_sets = []
+    seen: list[Any] = []
+    for i, value in enumerate(values):
+        path = ("axes", name, i)
+        if isinstance(value, (dict, list)):
+            raise MatrixError(path, f"expected a flag value, got {_describe(value)}")
+        canonical, coerced = _coerce_flag(table, flag, value, path)
+        if _in(value, tuple(seen)):
+            raise MatrixError(path, f"value {value!r} is listed twice")
+        seen.append(value)
+        flag_sets.append({canonical: coerced})
+    return Axis(name, tuple(values), tuple(flag_sets))
+
+
+def _bundle_axis(table: FlagTable, name: str, values: list[Any], bundle_raw: Any) -> Axis:
+    _expect(bundle_raw, dict, ("bundles", name), "a mapping of bundle name: flags")
+    flag_sets = []
+    for i, value in enumerate(values):
+        path = ("axes", name, i)
+        if not isinstance(value, str):
+            raise MatrixError(path, f"expected a bundle name of bundles.{name}, got {_describe(value)}")
+        if value not in bundle_raw:
+            known = ", ".join(str(k) for k in bundle_raw)
+            raise MatrixError(path, f"unknown bundle {value!r} (bundles.{name} has: {known})")
+        if values.index(value) != i:
+            raise MatrixError(path, f"bundle {value!r} is listed twice")
+        flag_sets.append(_flag_mapping(table, bundle_raw[value], ("bundles", name, value)))
+    for key in bundle_raw:
+        if not isinstance(key, str):
+            raise MatrixError(("bundles", name), f"bundle names must be strings, got {_describe(key)}")
+    return Axis(name, tuple(values), tuple(flag_sets), is_bundle=True)
+
+
+def _excludes(raw: Any, axes: list[Axis]) -> list[dict[str, tuple[Any, ...]]]:
+    if raw is None:
+        return []
+    _expect(raw, list, ("exclude",), "a list of {axis: value} mappings")
+    by_name = {axis.name: axis for axis in axes}
+    out = []
+    for i, item in enumerate(raw):
+        path: Path = ("exclude", i)
+        _expect(item, dict, path, "a mapping of axis: value (or [values])")
+        if not item:
+            raise MatrixError(path, "an empty exclude would remove every point")
+        entry: dict[str, tuple[Any, ...]] = {}
+        for key, value in item.items():
+            if key not in by_name:
+                raise MatrixError((*path, key), f"{key!r} is not an axis")
+            values = tuple(value) if isinstance(value, list) else (value,)
+            for v in values:
+                if not _in(v, by_name[key].values):
+                    raise MatrixError((*path, key), f"{_describe(v)} is not a value of axis {key}")
+            entry[key] = values
+        out.append(entry)
+    return out
+
+
+def parse(
+    raw: Any,
+    table_for: Any,
+    gpu: str | None = None,
+    sglang_version: str | None = None,
+    facts: dict[str, Any] | None = None,
+) -> Matrix:
+    """Validate a matrix and resolve its GPU and SGLang release.
+
+    `table_for(version) -> FlagTable`; `gpu` / `sglang_version` override the matrix; `auto`
+    takes them from `facts` ({"gpu": {"sm": ...}, "stack": {"sglang_version": ...}}).
+    """
+    _expect(raw, dict, (), "a mapping at the top of the matrix")
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            raise MatrixError((key,), f"unknown key (known: {', '.join(TOP_LEVEL_KEYS)})")
+    model = _expect(raw.get("model"), dict, ("model",), "a mapping with path")
+    model_path = _expect(model.get("path"), str, ("model", "path"), "the model's path")
+    hardware = raw.get("hardware") or {}
+    _expect(hardware, dict, ("hardware",), "a mapping with gpu and count")
+    gpu_count = _positive_int(hardware, "count", ("hardware",), required=False)
+    resolved_gpu = _resolve(gpu or hardware.get("gpu"), ("hardware", "gpu"), facts, ("gpu", "sm"), "GPU")
+    stack = raw.get("sglang") or {}
+    _expect(stack, dict, ("sglang",), "a mapping with version")
+    version = _resolve(
+        sglang_version or stack.get("version"),
+        ("sglang", "version"),
+        facts,
+        ("stack", "sglang_version"),
+        "SGLang version",
+    )
+    try:
+        table = table_for(version)
+    except CatalogError as err:
+        raise MatrixError(("sglang", "version"), str(err)) from None
+    base = _flag_mapping(table, raw.get("base"), ("base",))
+    axes = _axes(table, raw.get("axes"), raw.get("bundles"), base)
+    workloads = _workloads(raw.get("workloads"))
+    estimates = raw.get("estimates") or {}
+    _expect(estimates, dict, ("estimates",), "a mapping with startup_s")
+    startup_s = _positive_number(estimates, "startup_s", ("estimates",)) or DEFAULT_STARTUP_S
+    return Matrix(
+        model_path=model_path,
+        model=dict(model),
+        gpu=resolved_gpu,
+        gpu_count=gpu_count,
+        sglang_version=version,
+        base=base,
+        axes=axes,
+        excludes=_excludes(raw.get("exclude"), axes),
+        workloads=workloads,
+        objective=_objective(raw.get("objective"), workloads),
+        startup_s=startup_s,
+        raw=raw,
+    )
+
+
+def _resolve(value: Any, path: Path, facts: dict[str, Any] | None, fact_path: Path, what: str) -> str:
+    if value is None:
+        raise MatrixError(path, f"missing {what} (a value, or auto to take it from the node's facts)")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise MatrixError(path, f'write the {what} as a quoted string ("{value}"), YAML read a number')
+    value = _expect(value, str, path, f"the {what}")
+    if value != "auto":
+        return value
+    found: Any = facts
+    for key in fact_path:
+        found = found.get(key) if isinstance(found, dict) else None
+    if not isinstance(found, str) or not found:
+        raise MatrixError(path, f"{what} is auto but no facts give it (gather facts first, or set it)")
+    return found

@@ -1,0 +1,516 @@
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What SGLang does with a set of launch flags on a given GPU, before anything is launched.
+
+Three kinds of rule, applied in one ordered pass (SGLang's own order where it matters):
+- `adjust`: a change SGLang makes itself (NEXTN -> EAGLE, draft tokens = steps + 1, ...);
+  these give the normalized flags two configs are compared by.
+- `sglang`: SGLang refuses the flags at argument time (argparse or ServerArgs checks).
+- `hardware`: SGLang accepts the flags, but the GPU fails them at model load or first
+  forward (kernels that exist for SM100 only, NVFP4 MoE paths that cannot run, ...).
+
+Each rule names the SGLang releases it applies to (a version range) and its source.
+`evaluate()` returns every reason a flag set is refused, not just the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import (
+    CatalogError,
+    FlagTable,
+    get_table,
+    version_in,
+)
+
+GPUS = ("sm120", "sm100", "sm90")
+KINDS = ("adjust", "sglang", "hardware")
+
+# Architectures with linear-attention (GDN / mamba-style) layers: SGLang's hybrid cache rules.
+HYBRID_ARCHITECTURES = frozenset(
+    {
+        "Qwen3NextForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+    }
+)
+NVFP4_QUANTIZATIONS = frozenset({"modelopt_fp4"})
+SPEC_EAGLE_LIKE = frozenset({"EAGLE", "EAGLE3"})
+SM100_ONLY_MOE = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")
+SM100_ONLY_FP4_GEMM = ("flashinfer_trtllm", "flashinfer_cutedsl")
+ATTENTION_FLAGS = ("attention-backend", "prefill-attention-backend", "decode-attention-backend")
+MAMBA_STRATEGY_FLAGS = ("mamba-radix-cache-strategy", "mamba-scheduler-strategy")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a flag set is refused: which rule, by whom (`sglang` or `hardware`), and the source."""
+
+    rule: str
+    kind: str
+    message: str
+    source: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"rule": self.rule, "kind": self.kind, "message": self.message, "source": self.source}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the rules need to know about the checkpoint (from its config.json, or the matrix)."""
+
+    architecture: str | None = None
+    quantization: str | None = None  # the checkpoint's own, e.g. modelopt_fp4
+
+    @property
+    def hybrid(self) -> bool:
+        return self.architecture in HYBRID_ARCHITECTURES
+
+
+@dataclass
+class Context:
+    gpu: str
+    version: str
+    table: FlagTable
+    model: ModelInfo
+
+    def value(self, flags: dict[str, Any], name: str) -> Any:
+        """The flag's value: set, or this release's default."""
+        return flags[name] if name in flags else self.table.default(name)
+
+    def quantization(self, flags: dict[str, Any]) -> str | None:
+        return flags.get("quantization") or self.model.quantization
+
+    def mamba_flag(self) -> str | None:
+        return next((n for n in MAMBA_STRATEGY_FLAGS if n in self.table.flags), None)
+
+    def speculative(self, flags: dict[str, Any]) -> str | None:
+        return flags.get("speculative-algorithm")
+
+    def attention_backends(self, flags: dict[str, Any]) -> tuple[Any, Any]:
+        """(prefill, decode) attention backends as SGLang derives them from the three flags."""
+        main = flags.get("attention-backend")
+        return flags.get("prefill-attention-backend") or main, flags.get("decode-attention-backend") or main
+
+
+# A check returns a message when the rule refuses the flags, else None; an adjust edits flags.
+Check = Callable[[dict[str, Any], Context], "str | None"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    kind: str
+    summary: str
+    source: str
+    versions: str = "*"
+    gpus: tuple[str, ...] = GPUS
+    fn: Check = field(default=lambda flags, ctx: None, repr=False, compare=False)
+
+    def applies(self, version: str, gpu: str) -> bool:
+        return gpu in self.gpus and version_in(version, self.versions)
+
+
+RULES: list[Rule] = []
+
+
+def rule(
+    id: str, kind: str, source: str, versions: str = "*", gpus: tuple[str, ...] = GPUS
+) -> Callable[[Check], Check]:
+    """Register a rule; the function's docstring is its one-line summary."""
+    assert kind in KINDS, kind
+
+    def register(fn: Check) -> Check:
+        summary = (fn.__doc__ or id).strip().splitlines()[0]
+        RULES.append(Rule(id, kind, summary, source, versions, gpus, fn))
+        return fn
+
+    return register
+
+
+# ---------------------------------------------------------------- adjustments SGLang makes itself
+
+
+@rule("nextn-is-eagle", "adjust", "sglang srt/server_args.py _handle_speculative_decoding")
+def _nextn_is_eagle(f: dict[str, Any], ctx: Context) -> None:
+    """NEXTN is an alias: SGLang runs it as EAGLE."""
+    if f.get("speculative-algorithm") == "NEXTN":
+        f["speculative-algorithm"] = "EAGLE"
+
+
+@rule("eagle-topk1-draft-tokens", "adjust", "sglang srt/server_args.py _handle_speculative_decoding")
+def _eagle_draft_tokens(f: dict[str, Any], ctx: Context) -> None:
+    """EAGLE with topk 1 draws a chain: draft tokens = steps + 1."""
+    steps = f.get("speculative-num-steps")
+    if f.get("speculative-algorithm") in SPEC_EAGLE_LIKE and f.get("speculative-eagle-topk") == 1 and steps:
+        f["speculative-num-draft-tokens"] = steps + 1
+
+
+@rule(
+    "sm120-fp4-moe-auto",
+    "adjust",
+    "sglang PR #26496 (srt/server_args.py _handle_model_specific_adjustments)",
+    gpus=("sm120",),
+)
+def _sm120_fp4_moe_auto(f: dict[str, Any], ctx: Context) -> None:
+    """On SM120 with --quantization modelopt_fp4, MoE runner auto becomes flashinfer_cutlass."""
+    if f.get("quantization") == "modelopt_fp4" and ctx.value(f, "moe-runner-backend") == "auto":
+        f["moe-runner-backend"] = "flashinfer_cutlass"
+
+
+@rule(
+    "mamba-strategy-auto",
+    "adjust",
+    "sglang srt/server_args.py (0.5.9: auto -> no_buffer; 0.5.23 arg_groups/mamba_hook.py)",
+)
+def _mamba_strategy_auto(f: dict[str, Any], ctx: Context) -> None:
+    """Hybrid models: mamba cache strategy auto resolves to no_buffer (extra_buffer with MTP in 0.5.23)."""
+    name = ctx.mamba_flag()
+    if not ctx.model.hybrid or name is None or ctx.value(f, name) != "auto":
+        return
+    speculative = ctx.speculative(f) is not None
+    f[name] = "extra_buffer" if speculative and version_in(ctx.version, ">=0.5.23") else "no_buffer"
+
+
+# ---------------------------------------------------------------- refused at argument time
+
+
+@rule(
+    "speculative-moe-runner-trtllm",
+    "sglang",
+    "sglang srt/server_args.py _handle_speculative_decoding (assert removed by PR #24260)",
+    versions="<0.5.23",
+)
+def _spec_moe_trtllm(f: dict[str, Any], ctx: Context) -> str | None:
+    """Releases before May 2026 refuse flashinfer_trtllm as the speculative MoE runner."""
+    if f.get("speculative-moe-runner-backend") == "flashinfer_trtllm":
+        return "Currently speculative MoE runner backend cannot be flashinfer_trtllm"
+    return None
+
+
+@rule("speculative-steps-unset", "sglang", "sglang srt/server_args.py _handle_speculative_decoding")
+def _spec_steps_unset(f: dict[str, Any], ctx: Context) -> str | None:
+    """With speculative-num-steps unset, topk and draft tokens must be unset too."""
+    if ctx.speculative(f) and f.get("speculative-num-steps") is None:
+        given = [n for n in ("speculative-eagle-topk", "speculative-num-draft-tokens") if n in f]
+        if given:
+            return f"--{given[0]} needs --speculative-num-steps (set all three or none)"
+    return None
+
+
+@rule("hybrid-speculative-no-buffer", "sglang", "sglang srt/server_args.py _handle_mamba_radix_cache")
+def _hybrid_spec_no_buffer(f: dict[str, Any], ctx: Context) -> str | None:
+    """Hybrid models with speculative decoding and radix cache need the extra_buffer strategy."""
+    name = ctx.mamba_flag()
+    if not ctx.model.hybrid or name is None or not ctx.speculative(f) or f.get("disable-radix-cache"):
+        return None
+    if ctx.value(f, name) == "no_buffer":
+        return f"speculative decoding on a hybrid model needs --{name} extra_buffer or --disable-radix-cache"
+    return None
+
+
+@rule("extra-buffer-without-radix", "sglang", "sglang srt/server_args.py _handle_mamba_radix_cache")
+def _extra_buffer_no_radix(f: dict[str, Any], ctx: Context) -> str | None:
+    """The extra_buffer mamba strategy cannot be combined with --disable-radix-cache."""
+    name = ctx.mamba_flag()
+    if name and f.get(name) in ("extra_buffer", "extra_buffer_lazy") and f.get("disable-radix-cache"):
+        return f"--{name} {f[name]} and --disable-radix-cache exclude each other"
+    return None
+
+
+@rule("extra-buffer-track-interval", "sglang", "sglang srt/server_args.py _handle_mamba_radix_cache")
+def _extra_buffer_interval(f: dict[str, Any], ctx: Context) -> str | None:
+    """extra_buffer needs mamba-track-interval >= speculative draft tokens."""
+    name = ctx.mamba_flag()
+    drafts = f.get("speculative-num-draft-tokens")
+    if not ctx.model.hybrid or name is None or f.get(name) != "extra_buffer" or drafts is None:
+        return None
+    interval = ctx.value(f, "mamba-track-interval")
+    if isinstance(interval, int) and interval < drafts:
+        return f"mamba_track_interval {interval} must be >= speculative_num_draft_tokens {drafts}"
+    return None
+
+
+@rule("flex-attention-speculative", "sglang", "sglang srt/server_args.py _handle_attention_backend")
+def _flex_spec(f: dict[str, Any], ctx: Context) -> str | None:
+    """flex_attention does not support speculative decoding."""
+    if ctx.speculative(f) and "flex_attention" in ctx.attention_backends(f):
+        return "flex_attention backend does not support speculative decoding"
+    return None
+
+
+@rule(
+    "trtllm-mha-prefill-sm100",
+    "sglang",
+    "sglang srt/server_args.py _handle_attention_backend",
+    versions="<0.5.23",
+    gpus=("sm120", "sm90"),
+)
+def _trtllm_mha_prefill_args(f: dict[str, Any], ctx: Context) -> str | None:
+    """Before 0.5.23, SGLang refuses trtllm_mha prefill outside SM100."""
+    if ctx.attention_backends(f)[0] == "trtllm_mha":
+        return "trtllm_mha prefill attention is only supported on SM100"
+    return None
+
+
+@rule(
+    "trtllm-mha-fp8-kv-sm120",
+    "sglang",
+    "sglang 0.5.23 srt/arg_groups/attention_hook.py",
+    versions=">=0.5.23",
+    gpus=("sm120",),
+)
+def _trtllm_mha_fp8_kv(f: dict[str, Any], ctx: Context) -> str | None:
+    """0.5.23 refuses trtllm_mha with an FP8 KV cache on SM120."""
+    kv = str(f.get("kv-cache-dtype", "auto"))
+    if "trtllm_mha" in ctx.attention_backends(f) and kv.startswith("fp8"):
+        return "trtllm_mha with an FP8 KV cache is not supported on SM120"
+    return None
+
+
+@rule(
+    "trtllm-mha-speculative-topk",
+    "sglang",
+    "sglang 0.5.23 srt/arg_groups/speculative_hook.py",
+    versions=">=0.5.23",
+)
+def _trtllm_mha_topk(f: dict[str, Any], ctx: Context) -> str | None:
+    """trtllm_mha supports only topk 1 for speculative decoding."""
+    topk = f.get("speculative-eagle-topk")
+    if (
+        ctx.speculative(f)
+        and isinstance(topk, int)
+        and topk > 1
+        and "trtllm_mha" in ctx.attention_backends(f)
+    ):
+        return "trtllm_mha backend only supports topk = 1 for speculative decoding"
+    return None
+
+
+@rule("flashinfer-cutlass-moe-quantization", "sglang", "sglang srt/server_args.py _handle_moe_kernel_config")
+def _fi_cutlass_moe(f: dict[str, Any], ctx: Context) -> str | None:
+    """flashinfer_cutlass MoE: quantization modelopt_fp4/fp8/mixed or none, ep_size 1 or tp_size."""
+    if f.get("moe-runner-backend") != "flashinfer_cutlass":
+        return None
+    quant = f.get("quantization")
+    if quant not in (None, "modelopt_fp4", "modelopt_fp8", "modelopt_mixed"):
+        return f"flashinfer_cutlass MoE does not support --quantization {quant}"
+    ep, tp = ctx.value(f, "ep-size"), ctx.value(f, "tp-size")
+    if ep not in (1, tp):
+        return f"flashinfer_cutlass MoE needs ep_size 1 or tp_size ({tp}), not {ep}"
+    return None
+
+
+@rule("flashinfer-cutedsl-moe-quantization", "sglang", "sglang srt/server_args.py _handle_moe_kernel_config")
+def _fi_cutedsl_moe(f: dict[str, Any], ctx: Context) -> str | None:
+    """flashinfer_cutedsl MoE needs --quantization modelopt_fp4."""
+    if f.get("moe-runner-backend") == "flashinfer_cutedsl" and f.get("quantization") != "modelopt_fp4":
+        return "flashinfer_cutedsl MoE needs --quantization modelopt_fp4"
+    return None
+
+
+@rule("dp-attention-divides-tp", "sglang", "sglang srt/server_args.py _handle_data_parallelism")
+def _dp_attention(f: dict[str, Any], ctx: Context) -> str | None:
+    """DP attention needs tp_size divisible by dp_size."""
+    tp, dp = ctx.value(f, "tp-size"), ctx.value(f, "dp-size")
+    if f.get("enable-dp-attention") and isinstance(tp, int) and isinstance(dp, int) and dp and tp % dp:
+        return f"--enable-dp-attention needs tp_size ({tp}) divisible by dp_size ({dp})"
+    return None
+
+
+# ---------------------------------------------------------------- the GPU fails them later
+
+
+@rule(
+    "sm100-only-moe-runner",
+    "hardware",
+    "FlashInfer 0.7.2 trtllm-gen / CuTe DSL MoE kernels are built for SM100-family only",
+    gpus=("sm120", "sm90"),
+)
+def _sm100_only_moe(f: dict[str, Any], ctx: Context) -> str | None:
+    """flashinfer_trtllm(_routed) and flashinfer_cutedsl MoE kernels exist for SM100 only."""
+    moe = f.get("moe-runner-backend")
+    if moe in SM100_ONLY_MOE:
+        return f"--moe-runner-backend {moe} has SM100-only kernels; fails at load on {ctx.gpu}"
+    draft = f.get("speculative-moe-runner-backend")
+    if ctx.speculative(f) and draft in SM100_ONLY_MOE:
+        return f"--speculative-moe-runner-backend {draft} has SM100-only kernels; fails on {ctx.gpu}"
+    return None
+
+
+@rule(
+    "sm100-only-fp4-gemm",
+    "hardware",
+    "FlashInfer 0.7.2 trtllm / CuTe DSL FP4 GEMM are built for SM100-family only",
+    gpus=("sm120", "sm90"),
+)
+def _sm100_only_fp4(f: dict[str, Any], ctx: Context) -> str | None:
+    """flashinfer_trtllm and flashinfer_cutedsl FP4 GEMM exist for SM100 only."""
+    gemm = f.get("fp4-gemm-backend")
+    if gemm in SM100_ONLY_FP4_GEMM and ctx.quantization(f) in NVFP4_QUANTIZATIONS:
+        return f"--fp4-gemm-backend {gemm} has SM100-only kernels; fails at first forward on {ctx.gpu}"
+    return None
+
+
+@rule(
+    "sm120-moe-auto-without-quantization",
+    "hardware",
+    "sglang PR #26496 / open PR #39807: FP4 MoE method resolves auto to flashinfer_trtllm",
+    gpus=("sm120",),
+)
+def _sm120_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
+    """SM120, NVFP4 checkpoint, MoE runner auto without --quantization modelopt_fp4: trtllm at load."""
+    auto = ctx.value(f, "moe-runner-backend") == "auto"
+    if auto and f.get("quantization") is None and ctx.model.quantization in NVFP4_QUANTIZATIONS:
+        return (
+            "MoE runner auto without --quantization modelopt_fp4 resolves to flashinfer_trtllm "
+            "at load, which has no SM120 kernels"
+        )
+    return None
+
+
+@rule(
+    "nvfp4-moe-cutlass-triton",
+    "hardware",
+    "sglang 0.5.23 srt/layers/quantization/modelopt_quant.py (ModelOptNvFp4FusedMoEMethod)",
+)
+def _nvfp4_moe_runner(f: dict[str, Any], ctx: Context) -> str | None:
+    """NVFP4 MoE cannot run on the cutlass (fails at load) or triton (first forward) runners."""
+    moe = f.get("moe-runner-backend")
+    if ctx.quantization(f) in NVFP4_QUANTIZATIONS and moe in ("cutlass", "triton"):
+        when = "at load" if moe == "cutlass" else "at the first forward"
+        return f"NVFP4 MoE has no --moe-runner-backend {moe} path; fails {when}"
+    return None
+
+
+@rule(
+    "hopper-nvfp4-marlin-only",
+    "hardware",
+    "sglang srt/layers/quantization/modelopt_quant.py: NVFP4 below SM100 runs through Marlin",
+    gpus=("sm90",),
+)
+def _hopper_marlin(f: dict[str, Any], ctx: Context) -> str | None:
+    """On SM90, NVFP4 runs only through Marlin, for MoE and dense GEMM alike."""
+    if ctx.quantization(f) not in NVFP4_QUANTIZATIONS:
+        return None
+    moe, gemm = ctx.value(f, "moe-runner-backend"), ctx.value(f, "fp4-gemm-backend")
+    if moe not in ("marlin", "auto"):
+        return f"NVFP4 MoE on SM90 needs the marlin runner, not {moe}"
+    if gemm not in ("marlin", "auto"):
+        return f"NVFP4 dense GEMM on SM90 needs the marlin backend, not {gemm}"
+    return None
+
+
+@rule(
+    "fa3-hopper-only",
+    "hardware",
+    "sglang srt/layers/attention/attention_registry.py: FlashAttention 3 is Hopper-only",
+    gpus=("sm120", "sm100"),
+)
+def _fa3(f: dict[str, Any], ctx: Context) -> str | None:
+    """fa3 attention runs on SM90 (Hopper) only."""
+    if "fa3" in ctx.attention_backends(f):
+        return f"attention backend fa3 is Hopper-only; fails at load on {ctx.gpu}"
+    return None
+
+
+@rule(
+    "hybrid-blackwell-attention",
+    "hardware",
+    "sglang 0.5.23 srt/layers/attention/attention_registry.py (hybrid GDN backends)",
+    gpus=("sm120", "sm100"),
+)
+def _hybrid_attention(f: dict[str, Any], ctx: Context) -> str | None:
+    """Hybrid GDN models on Blackwell: attention triton, trtllm_mha, flashinfer (and fa4 on SM100)."""
+    if not ctx.model.hybrid:
+        return None
+    allowed = {"triton", "trtllm_mha", "flashinfer"} | ({"fa4"} if ctx.gpu == "sm100" else set())
+    for backend in ctx.attention_backends(f):
+        if backend is not None and backend not in allowed:
+            return f"hybrid GDN model on {ctx.gpu} cannot use attention backend {backend}"
+    return None
+
+
+@rule(
+    "trtllm-mha-prefill-sm100-only",
+    "hardware",
+    "FlashInfer 0.7.2: trtllm-gen prefill attention kernels are SM100-only",
+    versions=">=0.5.23",
+    gpus=("sm120", "sm90"),
+)
+def _trtllm_mha_prefill_hw(f: dict[str, Any], ctx: Context) -> str | None:
+    """trtllm_mha prefill has SM100-only kernels (decode works on SM90/100/120)."""
+    if ctx.attention_backends(f)[0] == "trtllm_mha":
+        return f"trtllm_mha prefill attention has SM100-only kernels; fails on {ctx.gpu}"
+    return None
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+@dataclass
+class Evaluation:
+    """The flags as SGLang would hold them, and every reason they would be refused."""
+
+    flags: dict[str, Any]
+    reasons: list[Reason]
+    adjusted_by: list[str] = field(default_factory=list)
+
+    @property
+    def rejected(self) -> bool:
+        return bool(self.reasons)
+
+
+_APPLICABLE: dict[tuple[str, str], list[Rule]] = {}
+
+
+def rules_for(version: str, gpu: str) -> list[Rule]:
+    """The rules that apply to one SGLang release on one GPU, in evaluation order."""
+    key = (version, gpu)
+    if key not in _APPLICABLE:
+        _APPLICABLE[key] = [r for r in RULES if r.applies(version, gpu)]
+    return _APPLICABLE[key]
+
+
+def check_gpu(gpu: str) -> None:
+    if gpu not in GPUS:
+        raise ValueError(f"unknown GPU {gpu!r} (known: {', '.join(GPUS)})")
+
+
+def evaluate(flags: dict[str, Any], gpu: str, version: str, model: ModelInfo | None = None) -> Evaluation:
+    """Normalize `flags` the way SGLang `version` would on `gpu`, and collect every refusal.
+
+    `flags` maps flag names (CLI spelling or alias, dashes optional) to values as written;
+    values are coerced as argparse would. A flag or value the release lacks is an `sglang`
+    reason (argparse exits on it). Flags equal to the release's default are dropped from
+    the result, so two spellings of the same launch normalize to the same flags.
+    """
+    check_gpu(gpu)
+    table = get_table(version)
+    ctx = Context(gpu, version, table, model or ModelInfo())
+    reasons: list[Reason] = []
+    current: dict[str, Any] = {}
+    for name, value in flags.items():
+        try:
+            canonical, coerced = table.coerce(name, value)
+        except CatalogError as err:
+            reasons.append(Reason("argparse", "sglang", str(err), f"sglang {version} argparse"))
+            continue
+        current[canonical] = coerced
+    adjusted_by: list[str] = []
+    for r in rules_for(version, gpu):
+        if r.kind == "adjust":
+            before = dict(current)
+            r.fn(current, ctx)
+            if current != before:
+                adjusted_by.append(r.id)
+            continue
+        message = r.fn(current, ctx)
+        if message:
+            reasons.append(Reason(r.id, r.kind, message, r.source))
+    normalized = {n: v for n, v in current.items() if n not in table.flags or v != table.flags[n].default}
+    return Evaluation(normalized, reasons, adjusted_by)

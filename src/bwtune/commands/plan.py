@@ -1,0 +1,111 @@
+"""`bwtune plan`: expand a sweep matrix, prune what SGLang or the GPU would refuse, show the launches."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
+from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils.planner import Plan, plan
+from ansible_collections.bwtune.sglang.plugins.module_utils.rules import GPUS
+from bwtune.matrix_file import MatrixFileError, load
+
+NAME = "plan"
+HELP = "Plan a sweep: expand MATRIX, prune refused configs (with reasons), list the launches."
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("matrix", metavar="MATRIX", help="the sweep matrix (YAML)")
+    parser.add_argument("--gpu", choices=GPUS, help="plan for this GPU (overrides hardware.gpu)")
+    parser.add_argument("--sglang-version", metavar="V", help="plan for this SGLang release")
+    parser.add_argument("--facts", metavar="FILE", help="node facts (JSON) for gpu: auto / version: auto")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        result = _plan(args)
+    except _BadInput as err:
+        print(f"bwtune plan: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.format == "json":
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_table(result))
+    return EXIT_OK
+
+
+class _BadInput(Exception):
+    pass
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    facts = _read_facts(args.facts) if args.facts else None
+    try:
+        matrix_file = load(args.matrix)
+    except MatrixFileError as err:
+        raise _BadInput(str(err)) from None
+    try:
+        return plan(matrix_file.data, gpu=args.gpu, sglang_version=args.sglang_version, facts=facts)
+    except MatrixError as err:
+        raise _BadInput(f"{matrix_file.where(err.path)}: {err}") from None
+    except CatalogError as err:
+        raise _BadInput(f"{matrix_file.path}: {err}") from None
+
+
+def _read_facts(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            facts = json.load(fh)
+    except (OSError, ValueError) as err:
+        raise _BadInput(f"{path}: cannot read facts: {err}") from None
+    if not isinstance(facts, dict):
+        raise _BadInput(f"{path}: facts must be a JSON object")
+    return facts
+
+
+def render_table(result: Plan) -> str:
+    """One row per config (id, the axis values, status, first reason), then the summary."""
+    headers = ["id", *result.axes, "status", "reason"]
+    rows = []
+    for config in result.configs:
+        if config.reasons:
+            first = config.reasons[0]
+            more = f" (+{len(config.reasons) - 1})" if len(config.reasons) > 1 else ""
+            note = f"{first.kind}: {first.rule}{more}"
+        elif config.duplicate_of:
+            note = f"same launch as {config.duplicate_of}"
+        else:
+            note = ""
+        rows.append([config.id, *(_cell(config.point[a]) for a in result.axes), config.status, note])
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = [
+        f"SGLang {result.sglang_version} on {result.gpu}: {result.model_path}",
+        "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
+        "  ".join("-" * w for w in widths),
+    ]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    s = result.summary
+    est = s["estimate"]
+    lines.append("")
+    lines.append(
+        f"{s['expanded']} configs ({s['combinations']} combinations, {s['excluded']} excluded): "
+        f"{s['valid']} valid, {s['pruned']} pruned, {s['duplicates']} duplicates"
+    )
+    lines.append(
+        f"{s['launches']} launches x {s['workloads_per_launch']} workloads, "
+        f"about {est['gpu_hours']} GPU-hours (estimate: {est['startup_s']:.0f} s startup, "
+        f"{est['per_launch_s']:.0f} s per launch)"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
