@@ -210,7 +210,7 @@ def test_build_run_output_shape_and_best(db: sqlite3.Connection, sample: list[di
     assert best["flags"]["moe-runner-backend"] == "flashinfer_trtllm"
     summary = out["summary"]
     assert summary["objective"] == {"workload": "chat-1k", "metric": "output_throughput", "goal": "max"}
-    assert summary["ok"] == 6 and summary["failed"] == {c: 1 for c in sorted(FAILURES)}
+    assert summary["ok"] == 7 and summary["failed"] == {c: 1 for c in sorted(FAILURES)}
     assert summary["hosts"] == ["gpu-a", "gpu-b"] and summary["simulated"] is True
     json.dumps(out)  # serialisable as printed by --json
 
@@ -239,5 +239,5 @@ def test_list_runs(db: sqlite3.Connection) -> None:
     runs = results_db.list_runs(db)
     assert [r["run_id"] for r in runs] == ["r-new", "r-old"]
     assert runs[0]["simulated"] is False and runs[1]["simulated"] is True
-    assert runs[0]["results"] == 14 and runs[0]["ok"] == 6 and runs[0]["failed"] == 8
+    assert runs[0]["results"] == 15 and runs[0]["ok"] == 7 and runs[0]["failed"] == 8
     assert runs[0]["best"]["id"].startswith("c")

@@ -1,0 +1,42 @@
+"""Reports of one run: report.md and a self-contained report.html.
+
+`write_report(conn, run_id, html_path=..., md_path=...)` is the entry point; `load_report`
+gathers the data, `render_html` and `render_markdown` turn it into text.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from bwtune.report.html import render_html
+from bwtune.report.markdown import render_markdown
+from bwtune.report.model import SIMULATED_LABEL, ReportData, load_report
+
+__all__ = ["SIMULATED_LABEL", "ReportData", "load_report", "render_html", "render_markdown", "write_report"]
+
+
+def write_report(
+    conn: sqlite3.Connection, run_id: str, *, html_path: Path | None = None, md_path: Path | None = None
+) -> ReportData:
+    """Render the run's report to the given paths (atomically: a reader never sees half a file)."""
+    data = load_report(conn, run_id)
+    if html_path is not None:
+        _write_atomic(html_path, render_html(data))
+    if md_path is not None:
+        _write_atomic(md_path, render_markdown(data))
+    return data
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

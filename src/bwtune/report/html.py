@@ -1,0 +1,277 @@
+"""report.html: one self-contained page (inline CSS, JS and SVG; nothing from the network)."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from bwtune import __version__
+from bwtune.report import svg
+from bwtune.report.model import SIMULATED_LABEL, ReportData, Row
+
+_CSS = """
+:root { --fg:#111827; --muted:#6b7280; --line:#e5e7eb; --ok:#16a34a; --bad:#b91c1c; --bg:#f8fafc; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
+       color:var(--fg); background:var(--bg); }
+main { max-width:1180px; margin:0 auto; padding:24px 28px 60px; }
+h1 { font-size:24px; margin:0 0 4px; } h2 { font-size:18px; margin:0 0 12px; display:flex; gap:10px;
+     align-items:center; }
+section { background:white; border:1px solid var(--line); border-radius:10px; padding:18px 20px;
+          margin:18px 0; }
+.sub { color:var(--muted); margin:0; }
+.banner { background:#fef2f2; color:var(--bad); border:2px solid #fca5a5; border-radius:10px;
+          padding:10px 16px; font-weight:700; margin:16px 0 0; }
+.sim { font-size:11px; font-weight:700; color:var(--bad); border:1px solid #fca5a5; background:#fef2f2;
+       border-radius:999px; padding:1px 8px; letter-spacing:.02em; }
+.cards { display:grid; grid-template-columns:repeat(auto-fit,minmax(150px,1fr)); gap:12px; }
+.card { border:1px solid var(--line); border-radius:8px; padding:10px 12px; }
+.card b { display:block; font-size:20px; } .card span { color:var(--muted); font-size:12px; }
+table { border-collapse:collapse; width:100%; font-variant-numeric:tabular-nums; }
+th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
+th { font-size:12px; color:var(--muted); font-weight:600; cursor:pointer; user-select:none;
+     white-space:nowrap; }
+th.num, td.num { text-align:right; white-space:nowrap; }
+td.id { white-space:nowrap; }
+tr.best td { background:#f0fdf4; font-weight:600; }
+.status { font-size:12px; border-radius:4px; padding:1px 6px; white-space:nowrap; }
+.status.ok { background:#dcfce7; color:#166534; } .status.bad { background:#fee2e2; color:#991b1b; }
+code, pre { font:12.5px/1.45 ui-monospace,"DejaVu Sans Mono",Menlo,monospace; }
+pre { background:#0f172a; color:#e2e8f0; border-radius:8px; padding:12px 14px; overflow:auto; margin:8px 0; }
+pre.log { max-height:260px; background:#1e293b; }
+.flags { color:var(--muted); font-size:12px; }
+.chart { width:100%; height:auto; display:block; }
+details { border:1px solid var(--line); border-radius:8px; padding:8px 12px; margin:8px 0; }
+summary { cursor:pointer; font-weight:600; }
+table.facts { margin-top:12px; } table.facts th { width:110px; cursor:default; }
+.grid2 { display:grid; grid-template-columns:1fr 1fr; gap:16px; }
+@media (max-width: 900px) { table.facts { margin-top:12px; } table.facts th { width:110px; cursor:default; }
+.grid2 { grid-template-columns:1fr; } }
+button.copy { float:right; font-size:12px; border:1px solid var(--line); background:white;
+              border-radius:6px; padding:2px 8px; cursor:pointer; }
+footer { color:var(--muted); font-size:12px; text-align:center; }
+"""
+
+# Sortable tables, copy buttons; errors are recorded on <body> so a headless test can see them.
+_JS = """
+(function () {
+  var body = document.body;
+  window.addEventListener('error', function (e) {
+    body.dataset.errors = (body.dataset.errors || '') + e.message;
+  });
+  function cellValue(td) { var v = td.getAttribute('data-sort'); return v === null ? td.textContent : v; }
+  document.querySelectorAll('table.sortable th').forEach(function (th, index) {
+    th.addEventListener('click', function () {
+      var tbody = th.closest('table').tBodies[0];
+      var rows = Array.prototype.slice.call(tbody.rows);
+      var dir = th.dataset.dir === 'asc' ? -1 : 1;
+      th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+      rows.sort(function (a, b) {
+        var x = cellValue(a.cells[index]), y = cellValue(b.cells[index]);
+        var nx = parseFloat(x), ny = parseFloat(y);
+        if (!isNaN(nx) && !isNaN(ny)) { return (nx - ny) * dir; }
+        return x.localeCompare(y) * dir;
+      });
+      rows.forEach(function (r) { tbody.appendChild(r); });
+    });
+  });
+  document.querySelectorAll('button.copy').forEach(function (button) {
+    button.addEventListener('click', function () {
+      var text = document.getElementById(button.dataset.target).textContent;
+      if (navigator.clipboard) { navigator.clipboard.writeText(text); button.textContent = 'copied'; }
+    });
+  });
+  body.dataset.charts = String(document.querySelectorAll('svg.chart').length);
+  body.dataset.ready = '1';
+})();
+"""
+
+NA = "\u2013"  # en dash: a missing value
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return NA
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3f}"
+
+
+def _sim(data: ReportData) -> str:
+    return f'<span class="sim">{escape(SIMULATED_LABEL)}</span>' if data.simulated else ""
+
+
+def _section(data: ReportData, ident: str, title: str, body: str) -> str:
+    return f'<section id="{ident}"><h2>{escape(title)} {_sim(data)}</h2>{body}</section>'
+
+
+def _card(value: Any, caption: str) -> str:
+    return f'<div class="card"><b>{escape(str(value))}</b><span>{escape(caption)}</span></div>'
+
+
+def _summary(data: ReportData) -> str:
+    s = data.summary
+    cards = [
+        _card(s["configs"], "configs measured"),
+        _card(s["ok"], "ok"),
+        _card(sum(s["failed"].values()), "failed"),
+        _card(len(s["hosts"]), "hosts"),
+        _card(len(s["workloads"]), "workloads"),
+    ]
+    plan = ", ".join(f"{k} {v}" for k, v in (data.plan or {}).items()) or "not recorded"
+    facts = [
+        ("plan", plan),
+        ("objective", data.objective_text),
+        ("workloads", ", ".join(data.workloads) or "none"),
+        ("hosts", ", ".join(s["hosts"]) or "none"),
+        ("failures", ", ".join(f"{k} {v}" for k, v in s["failed"].items()) or "none"),
+        ("started", data.created_at),
+    ]
+    facts = [(k, v) for k, v in facts if v]
+    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
+    return f'<div class="cards">{"".join(cards)}</div><table class="facts">{rows}</table>'
+
+
+def _winner(data: ReportData) -> str:
+    best = data.best
+    if best is None or data.launch_command_multiline is None or data.host_vars is None:
+        return '<p class="sub">No config finished with status ok, so there is no winner.</p>'
+    ci = f" (95% CI {_fmt(best.ci95[0])} \u2013 {_fmt(best.ci95[1])})" if best.ci95 else ""
+    return (
+        f"<p><b>{escape(best.id)}</b> on <b>{escape(best.host)}</b>: {escape(data.objective['metric'])} "
+        f"<b>{_fmt(best.objective)}</b>{escape(ci)} on {escape(str(data.objective.get('workload')))}"
+        f' <span class="flags">{escape(best.label)}</span></p>'
+        '<div class="grid2"><div><button class="copy" data-target="launch-cmd">copy</button>'
+        "<b>Launch command</b>"
+        f'<pre id="launch-cmd">{escape(data.launch_command_multiline)}</pre></div>'
+        '<div><button class="copy" data-target="host-vars">copy</button><b>host_vars for the server role</b>'
+        f'<pre id="host-vars">{escape(data.host_vars)}</pre></div></div>'
+    )
+
+
+def _status(row: Row) -> str:
+    kind = "ok" if row.status == "ok" else "bad"
+    return f'<span class="status {kind}">{escape(row.status)}</span>'
+
+
+def _table(data: ReportData) -> str:
+    metric = escape(data.objective["metric"])
+    head = (
+        "<tr><th>#</th><th>config</th><th>host</th><th>status</th><th>varying flags</th>"
+        f'<th class="num">{metric}</th><th class="num">95% CI</th><th class="num">reps</th></tr>'
+    )
+    body = []
+    for rank, row in enumerate(data.rows, start=1):
+        ci = f"{_fmt(row.ci95[0])} \u2013 {_fmt(row.ci95[1])}" if row.ci95 else NA
+        sort_value = "" if row.objective is None else f"{row.objective:.6f}"
+        body.append(
+            f'<tr class="{"best" if row.is_best else ""}"><td class="num">{rank}</td>'
+            f'<td class="id"><code>{escape(row.id)}</code>{" ★" if row.is_best else ""}</td>'
+            f'<td class="id">{escape(row.host)}</td>'
+            f'<td data-sort="{escape(row.status)}">{_status(row)}</td>'
+            f'<td class="flags">{escape(row.label)}</td>'
+            f'<td class="num" data-sort="{sort_value}">{_fmt(row.objective)}</td>'
+            f'<td class="num">{escape(ci)}</td><td class="num">{row.repetitions}</td></tr>'
+        )
+    return f'<table class="sortable"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _bars(data: ReportData) -> str:
+    bars = [
+        svg.Bar(
+            label=f"{row.id} @ {row.host}",
+            detail=row.label,
+            value=row.objective,
+            ci95=row.ci95,
+            kind="best" if row.is_best else ("ok" if row.status == "ok" else row.status),
+            tooltip=f"{row.id} @ {row.host}: {_fmt(row.objective)} ({row.status}) {row.label}",
+        )
+        for row in data.rows
+        if row.objective is not None
+    ]
+    if not bars:
+        return '<p class="sub">No config has a value for the objective.</p>'
+    o = data.objective
+    title = f"{o['metric']} on {o.get('workload')} ({o['goal']} is better), mean with 95% CI"
+    note = (
+        '<p class="sub">Green: the winner. Grey dashed: measured but failed (e.g. wrong-output), '
+        "never eligible to win.</p>"
+    )
+    return svg.bar_chart(bars, title=title, unit=o["metric"], simulated=data.simulated) + note
+
+
+def _pareto(data: ReportData) -> str:
+    if not data.pareto:
+        return '<p class="sub">No ok config reports throughput and decode rate.</p>'
+    return svg.pareto_chart(data.pareto, simulated=data.simulated) + (
+        '<p class="sub">Each point is one ok config on one workload. Outlined points are on that '
+        "workload's Pareto frontier: no other config is both faster per request and higher in throughput.</p>"
+    )
+
+
+def _failures(data: ReportData) -> str:
+    if not data.failures:
+        return '<p class="sub">No failures.</p>'
+    blocks = []
+    for klass, rows in data.failures.items():
+        items = []
+        for row in rows:
+            failure = row.result.get("failure") or {}
+            tail = "\n".join(failure.get("log_tail") or [])
+            items.append(
+                f"<details><summary><code>{escape(row.id)}</code> @ {escape(row.host)}: "
+                f"{escape(str(failure.get('message', '')))}</summary>"
+                f'<p class="flags">{escape(row.label)}</p><pre class="log">{escape(tail)}</pre></details>'
+            )
+        blocks.append(f'<h3>{escape(klass)} <span class="flags">({len(rows)})</span></h3>{"".join(items)}')
+    return "".join(blocks)
+
+
+def _stack(data: ReportData) -> str:
+    head = "<tr><th>host</th><th>GPU</th><th>GPU facts</th><th>SGLang</th><th>stack fingerprint</th></tr>"
+    rows = []
+    for host in data.hosts:
+        facts = host.get("gpu_facts") or {}
+        facts_text = ", ".join(f"{k}: {v}" for k, v in facts.items()) or NA
+        rows.append(
+            f"<tr><td>{escape(host['host'])}</td><td>{escape(str(host.get('gpu') or NA))}</td>"
+            f'<td class="flags">{escape(facts_text)}</td>'
+            f"<td>{escape(str(host.get('sglang_version') or NA))}</td>"
+            f"<td><code>{escape(str(host.get('stack_fingerprint') or NA))}</code></td></tr>"
+        )
+    details = [
+        f"<details><summary>{escape(h['host'])} stack details</summary>"
+        f"<pre>{escape(json.dumps(h['stack'], indent=2, sort_keys=True))}</pre></details>"
+        for h in data.hosts
+        if h.get("stack")
+    ]
+    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{''.join(details)}"
+
+
+def render_html(data: ReportData) -> str:
+    title = f"bwtune report {data.run_id}" + (f" ({SIMULATED_LABEL})" if data.simulated else "")
+    banner = (
+        f'<p class="banner" id="simulated-banner">{escape(SIMULATED_LABEL)}: these numbers come from the '
+        "stand-in server, not from a GPU. They exercise the pipeline; do not use them for decisions.</p>"
+        if data.simulated
+        else ""
+    )
+    sections = [
+        _section(data, "summary", "Plan summary", _summary(data)),
+        _section(data, "winner", "Winning config", _winner(data)),
+        _section(data, "objective", "Objective per config", _bars(data)),
+        _section(data, "pareto", "Throughput vs per-request decode rate", _pareto(data)),
+        _section(data, "configs", "Configs", _table(data)),
+        _section(data, "failures", "Failures by class", _failures(data)),
+        _section(data, "stack", "Hosts and stack fingerprint", _stack(data)),
+    ]
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>"
+        f"<h1>bwtune report <code>{escape(data.run_id)}</code> {_sim(data)}</h1>"
+        f'<p class="sub">Objective: {escape(data.objective_text)}.</p>{banner}'
+        f"{''.join(sections)}"
+        f"<footer>bwtune {escape(__version__)} · run {escape(data.run_id)}"
+        f"{' · ' + escape(SIMULATED_LABEL) if data.simulated else ''}</footer>"
+        f"</main><script>{_JS}</script></body></html>\n"
+    )

@@ -1,0 +1,114 @@
+"""report.md: the same report as plain Markdown (tables, code blocks, no charts)."""
+
+from __future__ import annotations
+
+from bwtune.report.model import SIMULATED_LABEL, ReportData
+
+NA = "\u2013"  # en dash: a missing value
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return NA
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3f}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(data: ReportData) -> str:
+    sim = f" — **{SIMULATED_LABEL}**" if data.simulated else ""
+    out = [f"# bwtune report `{data.run_id}`{sim}", ""]
+    if data.simulated:
+        out += [
+            f"> **{SIMULATED_LABEL}**: these numbers come from the stand-in server, not from a GPU.",
+            "",
+        ]
+    s = data.summary
+
+    out += [f"## Plan summary{sim}", ""]
+    out.append(f"- objective: {data.objective_text}")
+    out.append(f"- configs measured: {s['configs']} ({s['results']} results on {len(s['hosts'])} hosts)")
+    out.append(f"- ok: {s['ok']}; failed: {sum(s['failed'].values())}")
+    if s["failed"]:
+        out.append("- failures: " + ", ".join(f"{k} {v}" for k, v in s["failed"].items()))
+    out.append(f"- workloads: {', '.join(data.workloads) or 'none'}")
+    out.append(f"- hosts: {', '.join(s['hosts']) or 'none'}")
+    for key, value in (data.plan or {}).items():
+        out.append(f"- plan {key}: {value}")
+    out.append(f"- started: {data.created_at}")
+    out.append("")
+
+    out += [f"## Winning config{sim}", ""]
+    best = data.best
+    if best is None or data.launch_command_multiline is None or data.host_vars is None:
+        out += ["No config finished with status ok, so there is no winner.", ""]
+    else:
+        ci = f" (95% CI {_fmt(best.ci95[0])} \u2013 {_fmt(best.ci95[1])})" if best.ci95 else ""
+        out += [
+            f"`{best.id}` on `{best.host}`: {data.objective['metric']} **{_fmt(best.objective)}**{ci} "
+            f"on {data.objective.get('workload')} ({best.label})",
+            "",
+            "Launch command:",
+            "",
+            "```sh",
+            data.launch_command_multiline,
+            "```",
+            "",
+            "host_vars for the server role:",
+            "",
+            "```yaml",
+            data.host_vars.rstrip("\n"),
+            "```",
+            "",
+        ]
+
+    out += [f"## Configs{sim}", ""]
+    out.append(f"| # | config | host | status | varying flags | {data.objective['metric']} | 95% CI | reps |")
+    out.append("|---:|---|---|---|---|---:|---:|---:|")
+    for rank, row in enumerate(data.rows, start=1):
+        ci = f"{_fmt(row.ci95[0])} \u2013 {_fmt(row.ci95[1])}" if row.ci95 else NA
+        star = " ★" if row.is_best else ""
+        out.append(
+            f"| {rank} | `{row.id}`{star} | {_cell(row.host)} | {row.status} | {_cell(row.label)} "
+            f"| {_fmt(row.objective)} | {ci} | {row.repetitions} |"
+        )
+    out.append("")
+
+    out += [f"## Throughput vs per-request decode rate{sim}", ""]
+    if data.pareto:
+        out.append("| workload | config | host | decode tok/s per request | output tok/s | Pareto |")
+        out.append("|---|---|---|---:|---:|---|")
+        for p in sorted(data.pareto, key=lambda p: (p.workload, -p.throughput)):
+            out.append(
+                f"| {p.workload} | `{p.id}` | {_cell(p.host)} | {_fmt(p.decode_rate)} | {_fmt(p.throughput)} "
+                f"| {'frontier' if p.on_frontier else ''} |"
+            )
+    else:
+        out.append("No ok config reports throughput and decode rate.")
+    out.append("")
+
+    out += [f"## Failures by class{sim}", ""]
+    if not data.failures:
+        out += ["No failures.", ""]
+    for klass, rows in data.failures.items():
+        out += [f"### {klass} ({len(rows)})", ""]
+        for row in rows:
+            failure = row.result.get("failure") or {}
+            out += [f"- `{row.id}` @ {row.host}: {failure.get('message', '')} ({row.label})", ""]
+            tail = failure.get("log_tail") or []
+            if tail:
+                out += ["  ```text", *[f"  {line}" for line in tail[-20:]], "  ```", ""]
+
+    out += [f"## Hosts and stack fingerprint{sim}", ""]
+    out.append("| host | GPU | GPU facts | SGLang | stack fingerprint |")
+    out.append("|---|---|---|---|---|")
+    for host in data.hosts:
+        facts = ", ".join(f"{k}: {v}" for k, v in (host.get("gpu_facts") or {}).items()) or NA
+        out.append(
+            f"| {_cell(host['host'])} | {host.get('gpu') or NA} | {_cell(facts)} | "
+            f"{host.get('sglang_version') or NA} | `{host.get('stack_fingerprint') or NA}` |"
+        )
+    out.append("")
+    return "\n".join(out)
