@@ -1,0 +1,202 @@
+"""A tiny SGLang-shaped HTTP server for the benchmark client's tests.
+
+Streams /generate and /v1/completions as SSE with a configured time to first token and
+inter-token gap. One thread per connection sleeping to absolute deadlines (nanosleep, not
+an event loop's millisecond-rounded timers), so emission is precise to ~0.1 ms and does not
+drift. Runs as its own process (`python sse_server.py --port 0 ...` prints `PORT <n>`), so
+the client under test shares neither an event loop nor the GIL with it. It records when it
+sent every token event (time.perf_counter: CLOCK_MONOTONIC, the same clock the client reads
+in another process) and GET /stats returns that and what else it saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ARGS = argparse.Namespace()
+LOCK = threading.Lock()
+STATS: dict[str, Any] = {
+    "requests": 0,
+    "in_flight": 0,
+    "max_in_flight": 0,
+    "connections": 0,
+    "arrivals": [],
+    "auth_seen": [],
+    "sends": [],  # per streamed request: prompt_len and perf_counter of each token event
+}
+SPEC = {"tokens": 0, "verify": 0}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with LOCK:
+            STATS["connections"] += 1
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _json(self, status: int, obj: object) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if ARGS.close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/stats":
+            with LOCK:
+                self._json(200, STATS)
+        elif self.path in ("/health", "/health_generate"):
+            self._json(200, {})
+        elif self.path == "/server_info":
+            if not self._authorized():
+                return
+            # Like a server without speculative decoding: no accept length unless chunks carry several.
+            state: dict[str, float] = {"last_gen_throughput": 1.0}
+            if ARGS.tokens_per_chunk > 1 and SPEC["verify"]:
+                state["avg_spec_accept_length"] = SPEC["tokens"] / SPEC["verify"]
+            self._json(200, {"internal_states": [state]})
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def _authorized(self) -> bool:
+        if ARGS.api_key and self.headers.get("Authorization") != f"Bearer {ARGS.api_key}":
+            self._json(401, {"error": "Unauthorized"})
+            return False
+        return True
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if not self._authorized():
+            return
+        if self.path not in ("/generate", "/v1/completions"):
+            self._json(404, {"detail": "Not Found"})
+            return
+        with LOCK:
+            STATS["requests"] += 1
+            n_req = STATS["requests"]
+            STATS["arrivals"].append(time.perf_counter())
+            STATS["auth_seen"].append(self.headers.get("Authorization", ""))
+        if ARGS.fail_every and n_req % ARGS.fail_every == 0:
+            self._json(500, {"error": {"message": "simulated failure"}})
+            return
+        req = json.loads(body)
+        with LOCK:
+            STATS["in_flight"] += 1
+            STATS["max_in_flight"] = max(STATS["max_in_flight"], STATS["in_flight"])
+        try:
+            if req.get("stream"):
+                self._stream(req)
+            else:
+                n = int(req["sampling_params"]["max_new_tokens"])
+                time.sleep((ARGS.ttft_ms + (n - 1) * ARGS.itl_ms) / 1000.0)
+                meta = {"completion_tokens": n, "prompt_tokens": len(req.get("input_ids") or [])}
+                self._json(200, {"text": "tok " * n, "meta_info": meta})
+        finally:
+            with LOCK:
+                STATS["in_flight"] -= 1
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _stream(self, req: dict[str, Any]) -> None:
+        generate = self.path == "/generate"
+        if generate:
+            max_new = int(req["sampling_params"]["max_new_tokens"])
+            prompt_len = len(req.get("input_ids") or [])
+        else:
+            max_new = int(req["max_tokens"])
+            prompt_len = len(req.get("prompt") or [])
+        k = ARGS.tokens_per_chunk
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        if ARGS.close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        sends: list[float] = []
+        t0 = time.perf_counter() + ARGS.ttft_ms / 1000.0
+        sent = chunks = 0
+        while sent < max_new:
+            n = min(k, max_new - sent)
+            delay = t0 + chunks * k * ARGS.itl_ms / 1000.0 - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            sent += n
+            chunks += 1
+            if ARGS.error_after and sent > ARGS.error_after:
+                event: dict[str, Any] = {
+                    "error": {"message": "probability tensor contains either inf, nan or element < 0"}
+                }
+                self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
+                break
+            if generate:
+                meta: dict[str, Any] = {
+                    "id": "x",
+                    "finish_reason": {"type": "length", "length": max_new} if sent == max_new else None,
+                    "prompt_tokens": prompt_len,
+                    "completion_tokens": sent,
+                }
+                if k > 1:
+                    meta["spec_verify_ct"] = chunks
+                    meta["spec_accept_length"] = sent / chunks
+                event = {"text": "tok " * sent, "output_ids": list(range(sent)), "meta_info": meta}
+            else:
+                event = {"id": "x", "choices": [{"index": 0, "text": "tok " * n}], "usage": None}
+            payload = b"data: " + json.dumps(event).encode() + b"\n\n"
+            sends.append(time.perf_counter())
+            if ARGS.split_events:  # one event across two HTTP chunks: the client must reassemble it
+                self.wfile.write(
+                    b"%x\r\n%s\r\n%x\r\n%s\r\n" % (7, payload[:7], len(payload) - 7, payload[7:])
+                )
+            else:
+                self._chunk(payload)
+        with LOCK:
+            SPEC["tokens"] += sent
+            SPEC["verify"] += chunks
+            STATS["sends"].append({"prompt_len": prompt_len, "times": sends})
+        if not generate:
+            usage = {
+                "prompt_tokens": prompt_len,
+                "completion_tokens": sent,
+                "total_tokens": prompt_len + sent,
+            }
+            self._chunk(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
+        self.wfile.write(b"%x\r\ndata: [DONE]\n\n\r\n0\r\n\r\n" % len(b"data: [DONE]\n\n"))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--ttft-ms", type=float, default=20.0)
+    p.add_argument("--itl-ms", type=float, default=2.0)
+    p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--api-key", default="")
+    p.add_argument("--fail-every", type=int, default=0)
+    p.add_argument("--error-after", type=int, default=0)
+    p.add_argument("--split-events", action="store_true")
+    p.add_argument("--close", action="store_true", help="Connection: close after each response")
+    p.parse_args(namespace=ARGS)
+    server = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
+    server.daemon_threads = True
+    print(f"PORT {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
