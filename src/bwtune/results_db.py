@@ -8,6 +8,7 @@ and lines from several hosts of one run merge into that run. The schema is versi
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
@@ -65,6 +66,19 @@ def default_db_path() -> Path:
 
 def run_dir(run_id: str) -> Path:
     return bwtune_home() / "runs" / run_id
+
+
+def add_db_argument(parser: argparse.ArgumentParser) -> None:
+    """The `--db PATH` option every command that reads or writes results shares."""
+    parser.add_argument(
+        "--db", metavar="PATH", type=Path, default=None,
+        help="results database (default: $BWTUNE_DB, else $BWTUNE_HOME/results.db, "
+        "else ~/.local/share/bwtune/results.db)",
+    )  # fmt: skip
+
+
+# Errors a command reports as one line with exit code 2 (bad input).
+DB_INPUT_ERRORS = (sqlite3.DatabaseError, OSError)
 
 
 # --------------------------------------------------------------------------- schema

@@ -1,0 +1,78 @@
+"""`bwtune export`: one run's results as CSV (one row per measurement) or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bwtune import results_db
+
+NAME = "export"
+HELP = "Export a run: CSV with one row per measurement and repetition, or the JSON of `--json` output."
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+CSV_COLUMNS = (
+    "run_id",
+    "host",
+    "config_id",
+    "status",
+    "simulated",
+    "workload",
+    "metric",
+    "repetition",
+    "value",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("--format", choices=("csv", "json"), required=True)
+    parser.add_argument("-o", "--output", metavar="PATH", type=Path, help="write here instead of stdout")
+    results_db.add_db_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        conn = results_db.connect(args.db)
+        try:
+            output = results_db.build_run_output(conn, args.run_id)
+        finally:
+            conn.close()
+    except (results_db.UnknownRunError, results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
+        print(f"bwtune export: {_message(err)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    text = to_csv(output) if args.format == "csv" else json.dumps(output, indent=2) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as err:
+        print(f"bwtune export: cannot write {args.output}: {err.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def _message(err: Exception) -> str:
+    return err.args[0] if isinstance(err, LookupError) and err.args else str(err)
+
+
+def to_csv(output: dict[str, Any]) -> str:
+    """Long format: each repetition of each metric of each workload; failures get one row."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for result in output["results"]:
+        base = (output["run_id"], result["host"], result["id"], result["status"], int(result["simulated"]))
+        rows: list[tuple[Any, ...]] = [
+            (*base, workload, metric, index, value)
+            for workload, block in sorted(result["metrics"].items())
+            for index, repetition in enumerate(block.get("repetitions") or [])
+            for metric, value in sorted(repetition.items())
+        ]
+        writer.writerows(rows or [(*base, "", "", "", "")])
+    return buffer.getvalue()

@@ -1,0 +1,48 @@
+"""`bwtune report`: write a run's report.html (self-contained) and report.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bwtune import results_db
+from bwtune.report import SIMULATED_LABEL, write_report
+
+NAME = "report"
+HELP = "Write a run's report: report.html (self-contained, charts inline) and report.md."
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("--html", metavar="PATH", type=Path, help="write report.html here")
+    parser.add_argument("--md", metavar="PATH", type=Path, help="write report.md here")
+    results_db.add_db_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    html, md = args.html, args.md
+    if html is None and md is None:  # neither asked for: both, in the run's directory
+        html = results_db.run_dir(args.run_id) / "report.html"
+        md = results_db.run_dir(args.run_id) / "report.md"
+    try:
+        conn = results_db.connect(args.db)
+        try:
+            data = write_report(conn, args.run_id, html_path=html, md_path=md)
+        finally:
+            conn.close()
+    except (results_db.UnknownRunError, results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
+        message = err.args[0] if isinstance(err, LookupError) else str(err)
+        print(f"bwtune report: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    label = f"  [{SIMULATED_LABEL}]" if data.simulated else ""
+    best = data.best
+    if best is not None:
+        print(f"best: {best.id} on {best.host}, {data.objective['metric']} {best.objective:,.1f}{label}")
+    else:
+        print(f"best: none (no config finished ok){label}")
+    for path in (html, md):
+        if path is not None:
+            print(path)
+    return EXIT_OK

@@ -1,0 +1,60 @@
+"""`bwtune runs`: list the runs in the results database, newest first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bwtune import results_db
+
+NAME = "runs"
+HELP = "List past runs: hosts, results, failures and the best config of each."
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    results_db.add_db_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        conn = results_db.connect(args.db)
+        try:
+            runs = results_db.list_runs(conn)
+        finally:
+            conn.close()
+    except (results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
+        print(
+            f"bwtune runs: results database {args.db or results_db.default_db_path()}: {err}", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    if args.json:
+        json.dump(runs, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_table(runs))
+    return EXIT_OK
+
+
+def render_table(runs: list[dict]) -> str:
+    if not runs:
+        return "no runs yet (bwtune sweep or bwtune import adds them)\n"
+    header = ("RUN", "STARTED", "HOSTS", "RESULTS", "OK", "FAILED", "BEST", "OBJECTIVE", "")
+    rows = [header]
+    for r in runs:
+        objective = r["objective"]
+        best = r["best"]
+        best_text = f"{best['id']}@{best['host']}" if best else "-"
+        value = f"{best['objective']:,.1f}" if best and best["objective"] is not None else "-"
+        rows.append(
+            (
+                r["run_id"], r["created_at"], str(r["hosts"]), str(r["results"]), str(r["ok"]),
+                str(r["failed"]), best_text, f"{value} {objective['metric']} ({objective['goal']})",
+                "SIMULATED (bwtune stand-in)" if r["simulated"] else "",
+            )
+        )  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return "".join(line + "\n" for line in lines)
