@@ -276,13 +276,89 @@ def run_playbook(
         forks=forks,
         quiet=quiet,
         event_handler=handle,
-        cancel_callback=(cancel.is_set if cancel is not None else (lambda: False)),
+        cancel_callback=_Canceller(cancel),
     )
     outcome.rc = int(runner.rc) if runner.rc is not None else -1
     outcome.status = str(runner.status)
     if outcome.rc != 0 and not outcome.canceled and not outcome.stats:
         outcome.error = _first_error(outcome.stdout_tail(200)) or f"ansible-playbook exited {outcome.rc}"
     return outcome
+
+
+class _Canceller:
+    """ansible-runner's cancel callback: True once `cancel` is set, after stopping workers.
+
+    ansible-runner SIGKILLs ansible-playbook's process group, but ansible-core's workers
+    each run in their own session (os.setsid), so they and the modules they run would
+    outlive it. Freeze ansible-playbook first (no new workers), then kill each worker's
+    process group; ansible-runner kills the frozen playbook. An async task's daemon has
+    left the tree already: it is the cancel playbook's to stop.
+    """
+
+    def __init__(self, cancel: threading.Event | None) -> None:
+        self.cancel = cancel
+        self.done = False
+
+    def __call__(self) -> bool:
+        if self.cancel is None or not self.cancel.is_set():
+            return False
+        if not self.done:
+            self.done = True
+            _stop_playbook_processes(os.getpid())
+        return True
+
+
+def _stop_playbook_processes(parent: int) -> None:
+    children = _children_by_pid()
+    playbooks = [pid for pid in children.get(parent, []) if b"ansible-playbook" in _cmdline(pid)]
+    for pid in playbooks:
+        _signal(pid, signal.SIGSTOP)
+    for pid in playbooks:
+        stack, tree = list(children.get(pid, [])), []
+        while stack:
+            child = stack.pop()
+            tree.append(child)
+            stack.extend(children.get(child, []))
+        for child in tree:
+            try:
+                if os.getpgid(child) == child:
+                    os.killpg(child, signal.SIGKILL)
+            except OSError:
+                pass
+            _signal(child, signal.SIGKILL)
+
+
+def _children_by_pid() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # no procfs: ansible-runner's own kill is all there is
+        return children
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses.
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read()
+    except OSError:
+        return b""
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        pass
 
 
 # --------------------------------------------------------------------------- events

@@ -1,0 +1,144 @@
+"""`bwtune facts`: what each host has (GPUs, driver, CUDA, torch, SGLang) and which can share a sweep."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from bwtune import runner
+from bwtune.progress import TaskLines
+
+NAME = "facts"
+HELP = "Gather GPU, software stack and checkpoint facts from the inventory's hosts."
+
+EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+FACTS_PLAYBOOK = "facts.yml"
+COLUMNS = ("host", "GPUs", "sm", "driver", "CUDA", "torch", "sgl_kernel", "sglang", "fingerprint")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-i", "--inventory", required=True, help="Ansible inventory (file or directory)")
+    parser.add_argument("--limit", help="only these hosts (an Ansible host pattern)")
+    parser.add_argument("--forks", type=int, help="hosts Ansible works on at once")
+    parser.add_argument("--json", action="store_true", help="print every host's facts as JSON on stdout")
+    parser.add_argument("--quiet", action="store_true", help="no per-task progress lines")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        inventory = runner.load_inventory(args.inventory, args.limit)
+    except runner.InventoryError as exc:
+        print(f"bwtune: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    with runner.cancel_on_interrupt() as cancel:
+        outcome = runner.run_playbook(
+            FACTS_PLAYBOOK,
+            inventory,
+            {},
+            limit=args.limit,
+            forks=args.forks,
+            on_event=TaskLines(quiet=args.quiet).on_event,
+            quiet=True,
+            cancel=cancel.event,
+        )
+    if outcome.canceled:
+        print("bwtune: facts cancelled", file=sys.stderr)
+        return 130
+    facts = host_facts(outcome)
+    rows = [host_row(host, facts[host], inventory.simulated(host)) for host in sorted(facts)]
+    groups = sweep_groups(rows)
+    if args.json:
+        json.dump({"hosts": facts, "rows": rows, "groups": groups}, sys.stdout, indent=2, default=str)
+        print()
+    else:
+        print_facts(rows, groups)
+    for failure in outcome.failures.values():
+        print(f"bwtune: {failure.line()}", file=sys.stderr)
+    if outcome.error:
+        print(f"bwtune: the facts playbook did not run: {outcome.error}", file=sys.stderr)
+    return EXIT_HOST_FAILED if outcome.failures or outcome.rc != 0 else EXIT_OK
+
+
+def host_facts(outcome: runner.PlaybookRun) -> dict[str, dict[str, Any]]:
+    """host -> the merged `ansible_facts` the collection's *_facts modules returned."""
+    merged: dict[str, dict[str, Any]] = {}
+    for event in outcome.ok:
+        if not event.host or not (event.action or "").endswith("_facts"):
+            continue
+        found = event.res.get("ansible_facts")
+        if isinstance(found, Mapping):
+            merged.setdefault(event.host, {}).update(found)
+    return merged
+
+
+def host_row(host: str, facts: Mapping[str, Any], simulated: bool) -> dict[str, str]:
+    """One table row; every value is text, "-" where the facts lack it."""
+    gpu = _first_mapping(facts, "bwtune_gpu", "bwtune_gpus")
+    stack = _first_mapping(facts, "bwtune_stack")
+    devices = gpu.get("devices") or gpu.get("gpus") or []
+    count = gpu.get("count", len(devices) if isinstance(devices, list) else None)
+    first = devices[0] if isinstance(devices, list) and devices and isinstance(devices[0], Mapping) else {}
+    name = gpu.get("name") or first.get("name")
+    targets = stack.get("sgl_kernel_targets") or _dig(stack, "sgl_kernel", "targets")
+    row = {
+        "host": host + (" (simulated)" if simulated else ""),
+        "GPUs": f"{count} x {name}" if count and name else _text(count),
+        "sm": _text(gpu.get("sm") or gpu.get("compute_capability")),
+        "driver": _text(gpu.get("driver_version") or gpu.get("driver")),
+        "CUDA": _text(gpu.get("cuda_version") or stack.get("cuda_version") or stack.get("cuda")),
+        "torch": _text(stack.get("torch_version") or _dig(stack, "torch", "version")),
+        "sgl_kernel": _text(targets),
+        "sglang": _text(stack.get("sglang_version") or _dig(stack, "sglang", "version")),
+        "fingerprint": _text(stack.get("fingerprint")),
+    }
+    return row
+
+
+def sweep_groups(rows: list[dict[str, str]]) -> list[list[str]]:
+    """Hosts whose GPUs and software stack match: one sweep's results hold for all of them."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for row in rows:
+        key = (row["GPUs"], row["sm"], row["fingerprint"])
+        groups.setdefault(key, []).append(row["host"])
+    return sorted(groups.values())
+
+
+def print_facts(rows: list[dict[str, str]], groups: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="hosts", title_justify="left")
+    for column in COLUMNS:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(row[column] for column in COLUMNS))
+    console = Console(width=max(120, Console().width))
+    console.print(table)
+    for number, hosts in enumerate(groups, start=1):
+        console.print(f"sweep group {number}: {', '.join(hosts)}")
+
+
+def _first_mapping(facts: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
+    for key in keys:
+        if isinstance(facts.get(key), Mapping):
+            return facts[key]
+    return {}
+
+
+def _dig(data: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)  # type: ignore[assignment]
+    return data
+
+
+def _text(value: Any) -> str:
+    if value is None or value == "" or value == []:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
