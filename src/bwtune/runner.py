@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -355,10 +355,8 @@ def _cmdline(pid: int) -> bytes:
 
 
 def _signal(pid: int, signum: int) -> None:
-    try:
+    with suppress(OSError):
         os.kill(pid, signum)
-    except OSError:
-        pass
 
 
 # --------------------------------------------------------------------------- events

@@ -57,14 +57,20 @@ def test_a_failed_task_names_the_host_and_task(bwtune_home: Path) -> None:
     assert outcome.rc == 2
     assert list(outcome.failures) == ["beta"]
     failure = outcome.failures["beta"]
-    assert (failure.kind, failure.task, failure.message) == ("failed", "Fail on request", "asked to fail beta")
+    assert (failure.kind, failure.task, failure.message) == (
+        "failed",
+        "Fail on request",
+        "asked to fail beta",
+    )
     assert failure.line() == "host beta failed in task 'Fail on request': asked to fail beta"
     # alpha carried on and recorded its stats; beta stopped before its set_stats.
     assert outcome.artifact_data == {"mechanics": {"alpha": {}}}
 
 
 def test_limit_and_forks_are_honoured(bwtune_home: Path) -> None:
-    outcome = runner.run_playbook(MECHANICS, INVENTORIES / "two_local.yml", {}, limit="beta", forks=1, quiet=True)
+    outcome = runner.run_playbook(
+        MECHANICS, INVENTORIES / "two_local.yml", {}, limit="beta", forks=1, quiet=True
+    )
     assert outcome.rc == 0
     assert outcome.hosts == ["beta"]
 
@@ -91,7 +97,11 @@ def test_private_data_dir_is_private(bwtune_home: Path) -> None:
     pdd = runner.private_data_dir(run_id)
     assert pdd == bwtune_home / "runs" / run_id / "runner"
     outcome = runner.run_playbook(
-        MECHANICS, LOCAL_INVENTORY, {"mechanics_payload": {"token": "s3cret"}}, private_data_dir=pdd, quiet=True
+        MECHANICS,
+        LOCAL_INVENTORY,
+        {"mechanics_payload": {"token": "s3cret"}},
+        private_data_dir=pdd,
+        quiet=True,
     )
     assert outcome.rc == 0
     for directory in (pdd.parent, pdd):
@@ -107,7 +117,9 @@ def test_private_data_dir_is_private(bwtune_home: Path) -> None:
 
 
 def test_bad_inventory_path_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(runner.InventoryError, match=r"^inventory /nonexistent/hosts.yml: no such file or directory$"):
+    with pytest.raises(
+        runner.InventoryError, match=r"^inventory /nonexistent/hosts.yml: no such file or directory$"
+    ):
         runner.load_inventory("/nonexistent/hosts.yml")
     with pytest.raises(runner.InventoryError, match="no such file"):
         runner.run_playbook(MECHANICS, tmp_path / "missing.yml", {}, quiet=True)
