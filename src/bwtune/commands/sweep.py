@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bwtune import results_db, runner
+from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
+from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+from bwtune import matrix_file, results_db, runner
 from bwtune.progress import ProgressView, SweepState
 
 NAME = "sweep"
@@ -23,6 +24,7 @@ EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT, EXIT_CANCELED = 0, 1, 2, 130
 SWEEP_PLAYBOOK, CANCEL_PLAYBOOK = "sweep.yml", "sweep_cancel.yml"
 FOLLOW_TASK = "Follow the sweep"
 STRATEGIES = ("grid", "coordinate", "screen")
+AUTO_NEEDS_FACTS = "is auto but no facts give it"
 
 
 class BadInput(ValueError):
@@ -121,31 +123,25 @@ class SweepOutcome:
 
 
 def load_matrix(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and check a matrix on the controller; BadInput names the key and line."""
-    source = Path(path).expanduser()
+    """Read and plan a matrix on the controller; BadInput names the file, line and key.
+
+    A matrix with `gpu: auto` or `version: auto` is planned again on each node with its
+    facts; here it is checked as far as it can be without them.
+    """
     try:
-        from bwtune import matrix_file  # H2's loader, when present
-    except ImportError:
-        matrix_file = None
-    if matrix_file is not None:
-        try:
-            loaded = matrix_file.load_matrix(source)
-        except (OSError, ValueError) as exc:
-            raise BadInput(str(exc)) from None
-        return dict(loaded)
+        matrix = matrix_file.load(Path(path).expanduser())
+    except matrix_file.MatrixFileError as err:
+        raise BadInput(str(err)) from None
+    if not isinstance(matrix.data, dict):
+        raise BadInput(f"{matrix.path}: a matrix is a mapping, not {type(matrix.data).__name__}")
     try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"matrix {path}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise BadInput(f"matrix {path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"matrix {path}: expected a mapping at the top, got {type(data).__name__}")
-    return data
+        plan(matrix.data)
+    except MatrixError as err:
+        if AUTO_NEEDS_FACTS not in err.message:
+            raise BadInput(f"{matrix.where(err.path)}: {err}") from None
+    except CatalogError as err:
+        raise BadInput(f"{matrix.path}: {err}") from None
+    return dict(matrix.data)
 
 
 def run_sweep(request: SweepRequest) -> SweepOutcome:
