@@ -1,0 +1,483 @@
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Start an SGLang server, wait until it is healthy, classify why it failed, stop it for sure.
+
+A server runs as its own process group and session (start_new_session), so stopping it
+reaches every scheduler and detokenizer process it forked. Stopping is verified: no process
+of the group left, the port closed, and the GPU memory its processes held released
+(nvidia-smi). Anything left behind raises OrphanError: that is a failure of the sweep, not
+of the config, because the next launch would run on a dirty GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+FAILURE_CLASSES = ("invalid-args", "unsupported-hardware", "oom", "startup-timeout", "crashed")
+LOG_TAIL_LINES = 50
+
+# Log signatures, checked in this order. A line naming out-of-memory wins over everything,
+# then kernels the GPU lacks, then argument errors (only before weights start loading).
+_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Not enough memory", re.I)
+_HARDWARE = re.compile(
+    r"no kernel image is available|NotImplementedError"
+    r"|(only|not) supported (on|for) (this )?(GPU|device|architecture|SM ?\d+|sm_?\d+)"
+    r"|SM ?1[0-9]{2}[ -]only|requires? (SM|sm_?|compute capability) ?\d+"
+    r"|unsupported (GPU|architecture|compute capability|SM)",
+    re.I,
+)
+_ARG_ERROR = re.compile(r"(^|\s)error: (argument|unrecognized arguments|the following arguments)|^\w*Error: ")
+_ARG_EXCEPTION = re.compile(r"^(ValueError|AssertionError|TypeError|KeyError)\b")
+# Model loading has started: an exception after this is a crash, not a bad argument.
+_LOAD_STARTED = re.compile(
+    r"Load weight begin|Loading safetensors|Loading weights|Init torch distributed begin"
+)
+
+
+class OrphanError(RuntimeError):
+    """A stopped server left processes, its port or GPU memory behind."""
+
+
+@dataclass
+class ServerHandle:
+    """A started server. `record()` is what a later run needs to find it again."""
+
+    argv: list[str]
+    host: str
+    port: int
+    log_path: str
+    pid: int
+    pgid: int
+    start_ticks: int | None  # /proc/<pid>/stat starttime: tells a recycled pid apart
+    boot_id: str | None
+    started_at: float
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "start_ticks": self.start_ticks,
+            "boot_id": self.boot_id,
+            "host": self.host,
+            "port": self.port,
+            "log_path": self.log_path,
+            "started_at": self.started_at,
+        }
+
+    def exit_code(self) -> int | None:
+        if self.proc is not None:
+            return self.proc.poll()
+        return None if _alive(self.pid, self.start_ticks) else -1
+
+
+@dataclass
+class HealthResult:
+    ok: bool
+    elapsed_s: float
+    failure_class: str | None = None
+    message: str = ""
+
+
+@dataclass
+class StopResult:
+    elapsed_s: float
+    forced: bool  # SIGKILL was needed
+    port_closed: bool
+    gpu_check: str  # "released (N MiB)", "not held", or "skipped: <why>"
+    returncode: int | None = None
+
+
+# ---------------------------------------------------------------- /proc helpers (Linux)
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int, int, int] | None:
+    """(state, ppid, pgrp, session, starttime) of a process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    return rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19])
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _alive(pid: int, start_ticks: int | None = None) -> bool:
+    st = _proc_stat(pid)
+    if st is None:
+        if start_ticks is not None or os.path.isdir("/proc/self"):
+            return False
+        try:  # no /proc: fall back to signal 0
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if st[0] in ("Z", "X"):
+        return False
+    return start_ticks is None or st[4] == start_ticks
+
+
+def _all_pids() -> list[int]:
+    try:
+        return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return []
+
+
+def group_members(pgid: int, leader: int | None = None, min_start: int | None = None) -> set[int]:
+    """Live processes of a server: its process group and session, plus the leader's descendants
+    (a child that moved to a new group is still found). Processes that started before the
+    leader cannot be its children: that excludes a recycled pid."""
+    stats = {}
+    for pid in _all_pids():
+        st = _proc_stat(pid)
+        if st is not None and st[0] not in ("Z", "X"):
+            stats[pid] = st
+    # Linux never hands out a pid still used as a group or session id, so if a process with
+    # pid == pgid runs but started at another time, the whole group is someone else's.
+    leader_st = stats.get(pgid)
+    if min_start is not None and leader_st is not None and leader_st[4] != min_start:
+        return set()
+    members = {
+        pid
+        for pid, (_, _, pgrp, sess, start) in stats.items()
+        if (pgrp == pgid or sess == pgid) and (min_start is None or start >= min_start)
+    }
+    if leader is not None and leader in stats:
+        children: dict[int, list[int]] = {}
+        for pid, st in stats.items():
+            children.setdefault(st[1], []).append(pid)
+        todo = [leader]
+        while todo:
+            p = todo.pop()
+            if p in stats and (min_start is None or stats[p][4] >= min_start):
+                members.add(p)
+                todo.extend(children.get(p, []))
+    members.discard(os.getpid())
+    return members
+
+
+# ---------------------------------------------------------------- start and health
+
+
+def start_server(
+    argv: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 30000,
+    log_path: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> ServerHandle:
+    """Start argv as its own session and process group, output to log_path.
+
+    `env` entries are added to this process's environment (secrets in it never reach the log).
+    """
+    if not argv:
+        raise ValueError("start_server: empty argv")
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    full_env = dict(os.environ)
+    if env:
+        full_env.update({str(k): str(v) for k, v in env.items()})
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    st = _proc_stat(proc.pid)
+    return ServerHandle(
+        argv=list(argv),
+        host=host,
+        port=port,
+        log_path=log_path,
+        pid=proc.pid,
+        pgid=proc.pid,  # start_new_session: the child leads its own session and group
+        start_ticks=st[4] if st else None,
+        boot_id=_boot_id(),
+        started_at=time.time(),
+        proc=proc,
+    )
+
+
+def _http_status(host: str, port: int, path: str, timeout: float, api_key: str | None = None) -> int:
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    except (OSError, http.client.HTTPException):
+        return 0
+    finally:
+        conn.close()
+
+
+def wait_healthy(
+    handle: ServerHandle,
+    *,
+    timeout_s: float,
+    poll_s: float = 0.5,
+    api_key: str | None = None,
+) -> HealthResult:
+    """Wait for GET /health then GET /health_generate to answer 200.
+
+    Fails fast when the process exits (classified from its log) and gives up after timeout_s.
+    """
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    health_ok = False
+    while True:
+        code = handle.exit_code()
+        if code is not None:
+            cls, msg = classify_failure(log_tail(handle.log_path, 400), exited=True, returncode=code)
+            return HealthResult(False, time.monotonic() - t0, cls, msg)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            cls, msg = classify_failure(log_tail(handle.log_path, 400), exited=False, returncode=None)
+            if cls == "startup-timeout":
+                msg = (
+                    f"not healthy after {timeout_s:g} s ({msg})"
+                    if msg
+                    else f"not healthy after {timeout_s:g} s"
+                )
+            return HealthResult(False, time.monotonic() - t0, cls, msg)
+        if not health_ok:
+            status = _http_status(handle.host, handle.port, "/health", min(5.0, left), api_key)
+            # 404: a server without /health; /health_generate decides.
+            health_ok = status in (200, 404)
+        if health_ok:
+            status = _http_status(handle.host, handle.port, "/health_generate", min(60.0, left), api_key)
+            if status == 200:
+                return HealthResult(True, time.monotonic() - t0)
+        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+
+def classify_failure(lines: Sequence[str], *, exited: bool, returncode: int | None) -> tuple[str, str]:
+    """(failure class, the log line that shows it) for a server that did not become healthy."""
+    for pattern, cls in ((_OOM, "oom"), (_HARDWARE, "unsupported-hardware")):
+        for line in reversed(lines):
+            if pattern.search(line):
+                return cls, line.strip()[:300]
+    if exited:
+        load_at = next((i for i, line in enumerate(lines) if _LOAD_STARTED.search(line)), len(lines))
+        for line in reversed(lines[:load_at]):
+            s = line.strip()
+            if _ARG_ERROR.search(s) or _ARG_EXCEPTION.match(s):
+                return "invalid-args", s[:300]
+        if returncode == 2 and load_at == len(lines):
+            return "invalid-args", _last_line(lines) or "exit status 2 (argparse)"
+        last = _last_line(lines)
+        return "crashed", f"exit status {returncode}" + (f": {last}" if last else "")
+    return "startup-timeout", _last_line(lines)
+
+
+def _last_line(lines: Sequence[str]) -> str:
+    for line in reversed(lines):
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def log_tail(path: str, n: int = LOG_TAIL_LINES, max_bytes: int = 256 * 1024) -> list[str]:
+    """The last n lines of a log (decoded leniently), or [] if it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", "replace").replace("\r", "\n").split("\n")
+    if size > max_bytes:
+        lines = lines[1:]  # the first line is cut
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines[-n:]
+
+
+# ---------------------------------------------------------------- stop
+
+
+def gpu_processes(nvidia_smi: str = "nvidia-smi") -> dict[int, int] | str:
+    """{pid: MiB used} of processes on any GPU, or a string saying why it could not be read."""
+    exe = shutil.which(nvidia_smi)
+    if exe is None:
+        return f"skipped: {nvidia_smi} not found"
+    try:
+        out = subprocess.run(
+            [exe, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"skipped: {nvidia_smi} failed: {exc}"
+    if out.returncode != 0:
+        return f"skipped: {nvidia_smi} exited {out.returncode}: {(out.stderr or out.stdout).strip()[:200]}"
+    held: dict[int, int] = {}
+    for line in out.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 2 and parts[0].isdigit():
+            mib = int(parts[1]) if parts[1].isdigit() else 0
+            held[int(parts[0])] = held.get(int(parts[0]), 0) + mib
+    return held
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _signal_all(pgid: int, pids: set[int], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _wait_gone(handle: ServerHandle, pids: set[int], timeout_s: float) -> set[int]:
+    """Wait until every process is gone (reaping our own child); return those still alive."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if handle.proc is not None:
+            handle.proc.poll()
+        pids |= group_members(handle.pgid, handle.pid, handle.start_ticks)
+        alive = {p for p in pids if _alive(p)}
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def stop_server(
+    handle: ServerHandle,
+    *,
+    grace_s: float = 30.0,
+    kill_wait_s: float = 10.0,
+    release_timeout_s: float = 60.0,
+    nvidia_smi: str = "nvidia-smi",
+) -> StopResult:
+    """SIGTERM the group, SIGKILL after grace_s, then verify that processes, port and GPU memory
+    are released. Raises OrphanError if anything is left."""
+    t0 = time.monotonic()
+    pids = group_members(handle.pgid, handle.pid, handle.start_ticks)
+    if _alive(handle.pid, handle.start_ticks):
+        pids.add(handle.pid)
+    seen = set(pids)
+    held_before = gpu_processes(nvidia_smi)
+    _signal_all(handle.pgid, pids, signal.SIGTERM)
+    alive = _wait_gone(handle, pids, grace_s)
+    seen |= pids
+    forced = bool(alive)
+    if alive:
+        _signal_all(handle.pgid, alive, signal.SIGKILL)
+        alive = _wait_gone(handle, alive, kill_wait_s)
+        seen |= alive
+    if alive:
+        raise OrphanError(
+            f"server on port {handle.port} (pgid {handle.pgid}): processes {sorted(alive)} survive SIGKILL"
+        )
+    returncode = handle.proc.wait() if handle.proc is not None else None
+
+    deadline = time.monotonic() + release_timeout_s
+    while port_open(handle.host, handle.port):
+        if time.monotonic() >= deadline:
+            raise OrphanError(
+                f"port {handle.host}:{handle.port} still open {release_timeout_s:g} s after stop"
+            )
+        time.sleep(0.1)
+
+    if isinstance(held_before, str):
+        gpu_check = held_before
+    else:
+        ours = {p: mib for p, mib in held_before.items() if p in seen}
+        gpu_check = f"released ({sum(ours.values())} MiB)" if ours else "not held"
+        while True:
+            held = gpu_processes(nvidia_smi)
+            still = {p: held[p] for p in sorted(seen & set(held))} if isinstance(held, dict) else {}
+            if not still:
+                break
+            if time.monotonic() >= deadline:
+                raise OrphanError(
+                    f"GPU memory still held {release_timeout_s:g} s after stop: {still} (pid: MiB)"
+                )
+            time.sleep(0.2)
+    return StopResult(
+        elapsed_s=time.monotonic() - t0,
+        forced=forced,
+        port_closed=True,
+        gpu_check=gpu_check,
+        returncode=returncode,
+    )
+
+
+def find_leftover(record: Mapping[str, Any]) -> ServerHandle | None:
+    """A server a previous run started and did not stop, from its in-flight record.
+
+    It is ours only if the same boot and either the recorded pid with its recorded start time
+    is alive, or processes of its group that started after it are. A recycled pid is not.
+    """
+    try:
+        pid, pgid = int(record["pid"]), int(record["pgid"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    start = record.get("start_ticks")
+    boot = record.get("boot_id")
+    if boot and _boot_id() and boot != _boot_id():
+        return None  # rebooted since: nothing of it survives
+    start_ticks = int(start) if start is not None else None
+    if not _alive(pid, start_ticks) and not group_members(pgid, None, start_ticks):
+        return None
+    if start_ticks is None and not _alive(pid):
+        return None
+    return ServerHandle(
+        argv=[],
+        host=str(record.get("host", "127.0.0.1")),
+        port=int(record.get("port", 0)),
+        log_path=str(record.get("log_path", "")),
+        pid=pid,
+        pgid=pgid,
+        start_ticks=start_ticks,
+        boot_id=boot,
+        started_at=float(record.get("started_at", 0.0)),
+    )
+
+
+def stop_leftover(record: Mapping[str, Any], **stop_kwargs: Any) -> StopResult | None:
+    """Stop a leftover server described by an in-flight record; None if none is running."""
+    handle = find_leftover(record)
+    if handle is None:
+        return None
+    return stop_server(handle, **stop_kwargs)

@@ -1,0 +1,217 @@
+"""The launcher with real processes: start, health, failure classes, stop for sure, leftovers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import launcher
+from ansible_collections.bwtune.sglang.plugins.module_utils.launcher import (
+    OrphanError,
+    classify_failure,
+    find_leftover,
+    log_tail,
+    port_open,
+    start_server,
+    stop_server,
+    wait_healthy,
+)
+
+HERE = Path(__file__).parent
+FAKE = str(HERE / "fake_server.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def alive(pid: int) -> bool:
+    return launcher._alive(pid)
+
+
+@pytest.fixture
+def gpu(tmp_path, monkeypatch):
+    """Put the fake nvidia-smi first on PATH; processes register as GPU users in a state file."""
+    monkeypatch.setenv("PATH", f"{HERE}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GPU_STATE", str(tmp_path / "gpu.jsonl"))
+    monkeypatch.setenv("FAKE_GPU_CALLS", str(tmp_path / "calls.log"))
+    return tmp_path
+
+
+@pytest.fixture
+def no_gpu_tool(tmp_path, monkeypatch):
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+@pytest.fixture
+def started():
+    """Start fake servers; whatever a test leaves running is killed at the end."""
+    handles: list[launcher.ServerHandle] = []
+
+    def start(tmp_path: Path, *opts: str) -> launcher.ServerHandle:
+        port = free_port()
+        h = start_server(
+            [sys.executable, FAKE, "--port", str(port), *opts],
+            port=port,
+            log_path=str(tmp_path / "logs" / f"server-{port}.log"),
+        )
+        handles.append(h)
+        return h
+
+    yield start
+    for h in handles:
+        for pid in launcher.group_members(h.pgid, h.pid, h.start_ticks) | {h.pid}:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        if h.proc is not None:
+            h.proc.wait()
+
+
+def test_healthy_server_starts_and_stops_with_gpu_memory_released(gpu, started):
+    h = started(gpu, "--mode", "healthy")
+    assert os.getpgid(h.pid) == h.pid and os.getsid(h.pid) == h.pid  # its own group and session
+    r = wait_healthy(h, timeout_s=20, poll_s=0.05)
+    assert r.ok and r.failure_class is None
+    s = stop_server(h, grace_s=5)
+    assert not s.forced and s.port_closed and not alive(h.pid)
+    assert s.gpu_check == "released (1234 MiB)"
+    assert not port_open("127.0.0.1", h.port)
+    assert "--query-compute-apps=pid,used_memory,gpu_uuid" in (gpu / "calls.log").read_text()
+
+
+def test_sigterm_ignored_means_sigkill_after_grace(gpu, started):
+    h = started(gpu, "--mode", "healthy", "--ignore-term")
+    assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
+    t0 = time.monotonic()
+    s = stop_server(h, grace_s=0.5)
+    assert s.forced and s.returncode == -9
+    assert time.monotonic() - t0 >= 0.5
+    assert not alive(h.pid) and not port_open("127.0.0.1", h.port)
+
+
+def test_grandchildren_are_stopped_too_even_one_that_left_the_group(gpu, started):
+    h = started(gpu, "--mode", "healthy", "--grandchild", "--escape")
+    assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
+    log = Path(h.log_path).read_text()
+    kids = [int(line.split()[1]) for line in log.splitlines() if line.startswith(("grandchild", "escaped"))]
+    assert len(kids) == 2 and all(alive(k) for k in kids)
+    s = stop_server(h, grace_s=0.5)
+    assert s.forced  # the helpers ignore SIGTERM
+    assert not any(alive(k) for k in kids)
+    assert launcher.group_members(h.pgid) == set()
+    assert s.gpu_check == "released (2468 MiB)"
+
+
+def test_gpu_memory_never_released_is_an_orphan(gpu, started, monkeypatch):
+    h = started(gpu, "--mode", "healthy")
+    assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
+    monkeypatch.setenv("FAKE_GPU_STUCK", str(h.pid))
+    with pytest.raises(OrphanError, match=rf"GPU memory still held .*{h.pid}: 1234"):
+        stop_server(h, grace_s=2, release_timeout_s=0.5)
+
+
+def test_without_nvidia_smi_the_gpu_check_is_skipped_and_says_so(tmp_path, no_gpu_tool, started):
+    h = started(tmp_path, "--mode", "healthy")
+    assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
+    s = stop_server(h, grace_s=5)
+    assert s.gpu_check == "skipped: nvidia-smi not found"
+    assert not alive(h.pid)
+
+
+@pytest.mark.parametrize(
+    ("mode", "cls", "needle"),
+    [
+        ("argparse", "invalid-args", "invalid choice: 'bogus'"),
+        ("value-error", "invalid-args", "ValueError: speculative decoding needs"),
+        ("oom", "oom", "CUDA out of memory"),
+        ("no-kernel", "unsupported-hardware", "no kernel image is available"),
+        ("crash-after-load", "crashed", "exit status 1"),
+    ],
+)
+def test_start_failures_are_classified_fast(tmp_path, no_gpu_tool, started, mode, cls, needle):
+    h = started(tmp_path, "--mode", mode)
+    r = wait_healthy(h, timeout_s=30, poll_s=0.05)
+    assert not r.ok and r.failure_class == cls
+    assert needle in r.message
+    assert r.elapsed_s < 10  # noticed the exit, did not wait for the timeout
+
+
+def test_startup_timeout_when_never_healthy(tmp_path, no_gpu_tool, started):
+    h = started(tmp_path, "--mode", "hang")
+    r = wait_healthy(h, timeout_s=1.0, poll_s=0.05)
+    assert not r.ok and r.failure_class == "startup-timeout"
+    assert r.message.startswith("not healthy after 1 s")
+    assert 1.0 <= r.elapsed_s < 5
+    stop_server(h, grace_s=2)
+    assert not alive(h.pid)
+
+
+def test_env_reaches_the_server(tmp_path, no_gpu_tool):
+    log = tmp_path / "env.log"
+    h = start_server(
+        [sys.executable, "-c", "import os; print(os.environ['BWTUNE_X'])"],
+        port=free_port(),
+        log_path=str(log),
+        env={"BWTUNE_X": "hello"},
+    )
+    assert h.proc is not None and h.proc.wait(10) == 0
+    assert log.read_text() == "hello\n"
+
+
+def test_leftover_server_of_a_previous_run_is_found_and_stopped(tmp_path, no_gpu_tool, started):
+    h = started(tmp_path, "--mode", "healthy", "--grandchild")
+    assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
+    record = h.record()
+    found = find_leftover(record)
+    assert found is not None and found.proc is None and found.pid == h.pid
+    stop_server(found, grace_s=0.5)
+    assert h.proc is not None
+    h.proc.wait(5)
+    assert not port_open("127.0.0.1", h.port)
+    assert launcher.group_members(h.pgid) == set()
+    # once stopped, the same record finds nothing
+    assert find_leftover(record) is None
+
+
+def test_recycled_pid_or_other_boot_is_not_a_leftover(tmp_path, no_gpu_tool, started):
+    h = started(tmp_path, "--mode", "healthy")
+    rec = h.record()
+    assert rec["start_ticks"] is not None
+    assert find_leftover({**rec, "start_ticks": rec["start_ticks"] - 1}) is None  # same pid, other process
+    assert find_leftover({**rec, "boot_id": "another-boot"}) is None
+    assert find_leftover({"pid": "x"}) is None
+    assert alive(h.pid)  # none of these touched it
+
+
+def test_classify_failure_prefers_oom_and_ignores_errors_after_load():
+    lines = ["Load weight begin. avail mem=94 GB", "ValueError: bad shape", "CUDA out of memory. Tried"]
+    assert classify_failure(lines, exited=True, returncode=1)[0] == "oom"
+    assert classify_failure(lines[:2], exited=True, returncode=1)[0] == "crashed"
+    assert classify_failure(["ValueError: bad flag"], exited=True, returncode=1) == (
+        "invalid-args",
+        "ValueError: bad flag",
+    )
+    hw = ["NotImplementedError: trtllm-gen MoE kernels are SM100-only"]
+    assert classify_failure(hw, exited=True, returncode=1)[0] == "unsupported-hardware"
+    assert classify_failure(["loading..."], exited=False, returncode=None) == (
+        "startup-timeout",
+        "loading...",
+    )
+
+
+def test_log_tail_returns_the_last_lines(tmp_path):
+    p = tmp_path / "x.log"
+    p.write_text("".join(f"line {i}\n" for i in range(200)))
+    tail = log_tail(str(p))
+    assert len(tail) == 50 and tail[0] == "line 150" and tail[-1] == "line 199"
+    assert log_tail(str(tmp_path / "missing.log")) == []
