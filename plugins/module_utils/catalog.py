@@ -75,8 +75,17 @@ class FlagSpec:
 
     @property
     def is_switch(self) -> bool:
-        """A flag that takes no value (`--enable-metrics`)."""
-        return self.action in ("store_true", "store_false")
+        """A flag that takes no value (`--enable-metrics`, or `--x` / `--no-x`)."""
+        return self.nargs == 0 or self.is_optional_bool or self.action in ("store_true", "store_false")
+
+    @property
+    def is_optional_bool(self) -> bool:
+        """argparse.BooleanOptionalAction: `--x` sets true, `--no-x` sets false."""
+        return self.action == "BooleanOptionalAction"
+
+    @property
+    def _sets_false(self) -> bool:
+        return "false" in self.action.lower()
 
     @property
     def is_list(self) -> bool:
@@ -138,8 +147,10 @@ class FlagSpec:
 
     def argv(self, value: Any) -> list[str]:
         """The command-line words for this flag set to `value` (already coerced)."""
+        if self.is_optional_bool:
+            return [f"--{self.name}" if value else f"--no-{self.name}"]
         if self.is_switch:
-            wanted = value if self.action == "store_true" else not value
+            wanted = not value if self._sets_false else value
             return [f"--{self.name}"] if wanted else []
         values = value if isinstance(value, list) else [value]
         return [f"--{self.name}", *(_word(v) for v in values)]
@@ -241,11 +252,16 @@ class FlagTable:
                 raise CatalogError(f"unexpected argument {word!r}")
             name, eq, inline = word[2:].partition("=")
             spec = self.lookup(name)
+            negated = spec is None and name.startswith("no-")
+            if negated:
+                spec = self.lookup(name[3:])
+                if spec is not None and not spec.is_optional_bool:
+                    spec = None
             if spec is None:
                 raise CatalogError(self.unknown_flag_message(name))
             i += 1
             if spec.is_switch:
-                flags[spec.name] = spec.action == "store_true"
+                flags[spec.name] = not negated and not spec._sets_false
                 continue
             values = [inline] if eq else []
             while not eq and i < len(argv) and not argv[i].startswith("--"):

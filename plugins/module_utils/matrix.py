@@ -306,6 +306,8 @@ def _axes(table: FlagTable, raw: Any, bundles_raw: Any, base: dict[str, Any]) ->
 
 def _flag_axis(table: FlagTable, name: str, values: list[Any]) -> Axis:
     flag = _flag_name(name, ("axes", name))
+    if table.lookup(flag) is None:
+        raise MatrixError(("axes", name), table.unknown_flag_message(flag))
     flag_sets = []
     seen: list[Any] = []
     for i, value in enumerate(values):

@@ -48,8 +48,22 @@ def launch_argv(model_path: str, flags: dict[str, Any], table: FlagTable) -> lis
     """
     argv = ["--model-path", model_path]
     for name in sorted(flags):
-        argv.extend(table.flags[name].argv(flags[name]))
+        value = flags[name]
+        key = (
+            table.version,
+            name,
+            type(value).__name__,
+            value if isinstance(value, (str, int, float)) else repr(value),
+        )
+        words = _ARGV_WORDS.get(key)
+        if words is None:
+            words = _ARGV_WORDS[key] = table.flags[name].argv(value)
+        argv.extend(words)
     return argv
+
+
+# (release, flag, value) -> argv words: a sweep repeats the same few values many times.
+_ARGV_WORDS: dict[tuple[str, str, str, Any], list[str]] = {}
 
 
 @dataclass
@@ -151,7 +165,7 @@ def plan(
     first_valid: dict[str, str] = {}  # normalized-flags id -> the valid config that has it
     taken: set[str] = set()
     for point, requested in m.points():
-        result = evaluate(requested, m.gpu, m.sglang_version, model)
+        result = evaluate(requested, m.gpu, m.sglang_version, model, coerced=True)
         cid = config_id(result.flags, m.model_path)
         argv = launch_argv(m.model_path, requested, table)
         own_id = cid if cid not in taken else config_id(result.flags, m.model_path, point)

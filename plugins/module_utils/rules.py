@@ -86,7 +86,8 @@ class Context:
         return flags.get("quantization") or self.model.quantization
 
     def mamba_flag(self) -> str | None:
-        return next((n for n in MAMBA_STRATEGY_FLAGS if n in self.table.flags), None)
+        """What this release calls the mamba cache strategy flag."""
+        return _mamba_flag_of(self.table)
 
     def speculative(self, flags: dict[str, Any]) -> str | None:
         return flags.get("speculative-algorithm")
@@ -97,7 +98,17 @@ class Context:
         return flags.get("prefill-attention-backend") or main, flags.get("decode-attention-backend") or main
 
 
-# A check returns a message when the rule refuses the flags, else None; an adjust edits flags.
+_MAMBA_FLAG: dict[str, str | None] = {}
+
+
+def _mamba_flag_of(table: FlagTable) -> str | None:
+    if table.version not in _MAMBA_FLAG:
+        _MAMBA_FLAG[table.version] = next((n for n in MAMBA_STRATEGY_FLAGS if n in table.flags), None)
+    return _MAMBA_FLAG[table.version]
+
+
+# A check returns a message when the rule refuses the flags, else None; an adjust edits the
+# flags in place and returns a truthy value when it changed them.
 Check = Callable[[dict[str, Any], Context], "str | None"]
 
 
@@ -136,18 +147,23 @@ def rule(
 
 
 @rule("nextn-is-eagle", "adjust", "sglang srt/server_args.py _handle_speculative_decoding")
-def _nextn_is_eagle(f: dict[str, Any], ctx: Context) -> None:
+def _nextn_is_eagle(f: dict[str, Any], ctx: Context) -> str | None:
     """NEXTN is an alias: SGLang runs it as EAGLE."""
     if f.get("speculative-algorithm") == "NEXTN":
         f["speculative-algorithm"] = "EAGLE"
+        return "changed"
+    return None
 
 
 @rule("eagle-topk1-draft-tokens", "adjust", "sglang srt/server_args.py _handle_speculative_decoding")
-def _eagle_draft_tokens(f: dict[str, Any], ctx: Context) -> None:
+def _eagle_draft_tokens(f: dict[str, Any], ctx: Context) -> str | None:
     """EAGLE with topk 1 draws a chain: draft tokens = steps + 1."""
     steps = f.get("speculative-num-steps")
-    if f.get("speculative-algorithm") in SPEC_EAGLE_LIKE and f.get("speculative-eagle-topk") == 1 and steps:
+    chain = f.get("speculative-algorithm") in SPEC_EAGLE_LIKE and f.get("speculative-eagle-topk") == 1
+    if chain and steps and f.get("speculative-num-draft-tokens") != steps + 1:
         f["speculative-num-draft-tokens"] = steps + 1
+        return "changed"
+    return None
 
 
 @rule(
@@ -156,10 +172,12 @@ def _eagle_draft_tokens(f: dict[str, Any], ctx: Context) -> None:
     "sglang PR #26496 (srt/server_args.py _handle_model_specific_adjustments)",
     gpus=("sm120",),
 )
-def _sm120_fp4_moe_auto(f: dict[str, Any], ctx: Context) -> None:
+def _sm120_fp4_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
     """On SM120 with --quantization modelopt_fp4, MoE runner auto becomes flashinfer_cutlass."""
     if f.get("quantization") == "modelopt_fp4" and ctx.value(f, "moe-runner-backend") == "auto":
         f["moe-runner-backend"] = "flashinfer_cutlass"
+        return "changed"
+    return None
 
 
 @rule(
@@ -167,13 +185,14 @@ def _sm120_fp4_moe_auto(f: dict[str, Any], ctx: Context) -> None:
     "adjust",
     "sglang srt/server_args.py (0.5.9: auto -> no_buffer; 0.5.23 arg_groups/mamba_hook.py)",
 )
-def _mamba_strategy_auto(f: dict[str, Any], ctx: Context) -> None:
+def _mamba_strategy_auto(f: dict[str, Any], ctx: Context) -> str | None:
     """Hybrid models: mamba cache strategy auto resolves to no_buffer (extra_buffer with MTP in 0.5.23)."""
     name = ctx.mamba_flag()
     if not ctx.model.hybrid or name is None or ctx.value(f, name) != "auto":
-        return
+        return None
     speculative = ctx.speculative(f) is not None
     f[name] = "extra_buffer" if speculative and version_in(ctx.version, ">=0.5.23") else "no_buffer"
+    return "changed"
 
 
 # ---------------------------------------------------------------- refused at argument time
@@ -481,36 +500,53 @@ def check_gpu(gpu: str) -> None:
         raise ValueError(f"unknown GPU {gpu!r} (known: {', '.join(GPUS)})")
 
 
-def evaluate(flags: dict[str, Any], gpu: str, version: str, model: ModelInfo | None = None) -> Evaluation:
+def evaluate(
+    flags: dict[str, Any],
+    gpu: str,
+    version: str,
+    model: ModelInfo | None = None,
+    *,
+    coerced: bool = False,
+) -> Evaluation:
     """Normalize `flags` the way SGLang `version` would on `gpu`, and collect every refusal.
 
     `flags` maps flag names (CLI spelling or alias, dashes optional) to values as written;
     values are coerced as argparse would. A flag or value the release lacks is an `sglang`
     reason (argparse exits on it). Flags equal to the release's default are dropped from
     the result, so two spellings of the same launch normalize to the same flags.
+    `coerced=True` says names are canonical and values already coerced (the planner's
+    matrix is), which skips that step.
     """
     check_gpu(gpu)
     table = get_table(version)
     ctx = Context(gpu, version, table, model or ModelInfo())
     reasons: list[Reason] = []
-    current: dict[str, Any] = {}
-    for name, value in flags.items():
+    current: dict[str, Any] = dict(flags) if coerced else {}
+    for name, value in () if coerced else flags.items():
         try:
-            canonical, coerced = table.coerce(name, value)
+            canonical, value = table.coerce(name, value)
         except CatalogError as err:
             reasons.append(Reason("argparse", "sglang", str(err), f"sglang {version} argparse"))
             continue
-        current[canonical] = coerced
+        current[canonical] = value
     adjusted_by: list[str] = []
     for r in rules_for(version, gpu):
         if r.kind == "adjust":
-            before = dict(current)
-            r.fn(current, ctx)
-            if current != before:
+            if r.fn(current, ctx):
                 adjusted_by.append(r.id)
             continue
         message = r.fn(current, ctx)
         if message:
             reasons.append(Reason(r.id, r.kind, message, r.source))
-    normalized = {n: v for n, v in current.items() if n not in table.flags or v != table.flags[n].default}
+    defaults = _defaults_of(table)
+    normalized = {n: v for n, v in current.items() if n not in defaults or v != defaults[n]}
     return Evaluation(normalized, reasons, adjusted_by)
+
+
+_DEFAULTS: dict[str, dict[str, Any]] = {}
+
+
+def _defaults_of(table: FlagTable) -> dict[str, Any]:
+    if table.version not in _DEFAULTS:
+        _DEFAULTS[table.version] = {name: spec.default for name, spec in table.flags.items()}
+    return _DEFAULTS[table.version]
