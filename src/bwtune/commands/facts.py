@@ -75,26 +75,24 @@ def host_facts(outcome: runner.PlaybookRun) -> dict[str, dict[str, Any]]:
 
 
 def host_row(host: str, facts: Mapping[str, Any], simulated: bool) -> dict[str, str]:
-    """One table row; every value is text, "-" where the facts lack it."""
-    gpu = _first_mapping(facts, "bwtune_gpu", "bwtune_gpus")
-    stack = _first_mapping(facts, "bwtune_stack")
-    devices = gpu.get("devices") or gpu.get("gpus") or []
-    count = gpu.get("count", len(devices) if isinstance(devices, list) else None)
-    first = devices[0] if isinstance(devices, list) and devices and isinstance(devices[0], Mapping) else {}
-    name = gpu.get("name") or first.get("name")
-    targets = stack.get("sgl_kernel_targets") or _dig(stack, "sgl_kernel", "targets")
-    row = {
+    """One table row from bwtune_gpu and bwtune_stack (docs/facts.md); "-" where unknown."""
+    gpu = _mapping(facts.get("bwtune_gpu"))
+    stack = _mapping(facts.get("bwtune_stack"))
+    if gpu.get("available") is False:
+        gpus = f"none ({gpu.get('reason') or 'unavailable'})"
+    else:
+        gpus = _text(gpu.get("message") or gpu.get("count"))
+    return {
         "host": host + (" (simulated)" if simulated else ""),
-        "GPUs": f"{count} x {name}" if count and name else _text(count),
-        "sm": _text(gpu.get("sm") or gpu.get("compute_capability")),
-        "driver": _text(gpu.get("driver_version") or gpu.get("driver")),
-        "CUDA": _text(gpu.get("cuda_version") or stack.get("cuda_version") or stack.get("cuda")),
-        "torch": _text(stack.get("torch_version") or _dig(stack, "torch", "version")),
-        "sgl_kernel": _text(targets),
-        "sglang": _text(stack.get("sglang_version") or _dig(stack, "sglang", "version")),
+        "GPUs": gpus,
+        "sm": _text(gpu.get("sm")),
+        "driver": _text(gpu.get("driver_version")),
+        "CUDA": _text(gpu.get("cuda_version")),
+        "torch": _text(_mapping(stack.get("torch")).get("version")),
+        "sgl_kernel": _text(_mapping(stack.get("sgl_kernel")).get("sm_targets")),
+        "sglang": _text(_mapping(stack.get("sglang")).get("version")),
         "fingerprint": _text(stack.get("fingerprint")),
     }
-    return row
 
 
 def sweep_groups(rows: list[dict[str, str]]) -> list[list[str]]:
@@ -121,19 +119,8 @@ def print_facts(rows: list[dict[str, str]], groups: list[list[str]]) -> None:
         console.print(f"sweep group {number}: {', '.join(hosts)}")
 
 
-def _first_mapping(facts: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
-    for key in keys:
-        if isinstance(facts.get(key), Mapping):
-            return facts[key]
-    return {}
-
-
-def _dig(data: Mapping[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)  # type: ignore[assignment]
-    return data
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str:

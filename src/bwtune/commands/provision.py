@@ -23,17 +23,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        inventory = runner.load_inventory(args.inventory, args.limit)
+    except runner.InventoryError as exc:
+        print(f"bwtune: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     playbook = collection.playbook(PROVISION_PLAYBOOK)
     if not playbook.is_file():
         print(
             f"bwtune: this bwtune has no provision playbook yet ({playbook} is missing); nothing was run",
             file=sys.stderr,
         )
-        return EXIT_BAD_INPUT
-    try:
-        inventory = runner.load_inventory(args.inventory, args.limit)
-    except runner.InventoryError as exc:
-        print(f"bwtune: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     with runner.cancel_on_interrupt() as cancel:
         outcome = runner.run_playbook(
