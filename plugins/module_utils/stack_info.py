@@ -150,10 +150,18 @@ def run_probe(run: Runner, python: str) -> dict:
     return data
 
 
-def _git_head(start: str | None) -> str | None:
-    """Commit of the git checkout holding `start` (walks up to a .git), read without git."""
-    path = os.path.abspath(start) if start else None
-    while path:
+def _git_head(start: str | None, levels: int = 3) -> str | None:
+    """Commit of the git checkout holding `start` (a .git at most `levels` up), read without git.
+
+    A package inside site-packages is an installed copy, never a checkout, whatever repository
+    the venv itself happens to sit in.
+    """
+    if not start:
+        return None
+    path = os.path.abspath(start)
+    if {"site-packages", "dist-packages"} & set(path.split(os.sep)):
+        return None
+    for _ in range(levels + 1):
         dotgit = os.path.join(path, ".git")
         if os.path.isfile(dotgit):  # worktree or submodule: "gitdir: <path>"
             with open(dotgit, encoding="utf-8") as fh:
@@ -163,7 +171,9 @@ def _git_head(start: str | None) -> str | None:
         if os.path.isdir(dotgit):
             return _resolve_head(dotgit)
         parent = os.path.dirname(path)
-        path = None if parent == path else parent
+        if parent == path:
+            break
+        path = parent
     return None
 
 
