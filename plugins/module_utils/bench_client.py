@@ -36,6 +36,8 @@ DEFAULT_VOCAB = (1000, 30000)
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 _NONEMPTY_TEXT = re.compile(rb'"text":\s*"[^"]')
 _ERROR_MAX = 500
+# Workload keys of the matrix that only the planner reads (its time estimate).
+_PLANNER_ONLY_KEYS = ("estimate_s",)
 
 
 class WorkloadError(ValueError):
@@ -85,6 +87,8 @@ class Workload:
         for k in ("ttft_ms", "tpot_ms", "e2e_ms"):
             if f"slo_{k}" in d:
                 slo_d[k] = d.pop(f"slo_{k}")
+        for k in _PLANNER_ONLY_KEYS:
+            d.pop(k, None)
         known = {f for f in cls.__dataclass_fields__ if f not in ("name", "slo")}
         unknown = sorted(set(d) - known)
         if unknown:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import re
 import shutil
@@ -475,9 +476,29 @@ def find_leftover(record: Mapping[str, Any]) -> ServerHandle | None:
     )
 
 
-def stop_leftover(record: Mapping[str, Any], **stop_kwargs: Any) -> StopResult | None:
-    """Stop a leftover server described by an in-flight record; None if none is running."""
+def stop_leftover(record: Mapping[str, Any] | str, **stop_kwargs: Any) -> dict[str, Any] | None:
+    """Stop a leftover server from an in-flight record (or the path of the JSON file holding
+    one). Returns what was stopped, JSON-ready, or None when nothing of it runs.
+    Raises OrphanError if it cannot be stopped."""
+    if isinstance(record, str):
+        try:
+            with open(record) as f:
+                loaded = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(loaded, dict):
+            return None
+        record = loaded
     handle = find_leftover(record)
     if handle is None:
         return None
-    return stop_server(handle, **stop_kwargs)
+    result = stop_server(handle, **stop_kwargs)
+    return {
+        "config_id": record.get("config_id"),
+        "pid": handle.pid,
+        "pgid": handle.pgid,
+        "port": handle.port,
+        "forced": result.forced,
+        "gpu_check": result.gpu_check,
+        "stop_s": round(result.elapsed_s, 3),
+    }

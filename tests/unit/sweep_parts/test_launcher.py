@@ -215,3 +215,19 @@ def test_log_tail_returns_the_last_lines(tmp_path):
     tail = log_tail(str(p))
     assert len(tail) == 50 and tail[0] == "line 150" and tail[-1] == "line 199"
     assert log_tail(str(tmp_path / "missing.log")) == []
+
+
+def test_stop_leftover_from_the_inflight_marker_file(tmp_path, no_gpu_tool, started):
+    from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import ResultsFile
+
+    rf = ResultsFile(str(tmp_path / "results.jsonl"))
+    h = started(tmp_path, "--mode", "healthy")
+    assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
+    rf.mark_inflight(dict(h.record(), config_id="c0123456789"))
+    stopped = launcher.stop_leftover(rf.inflight_path, grace_s=2)
+    assert stopped is not None
+    assert stopped["config_id"] == "c0123456789" and stopped["pid"] == h.pid
+    assert stopped["gpu_check"] == "skipped: nvidia-smi not found"
+    assert not alive(h.pid)
+    assert launcher.stop_leftover(rf.inflight_path) is None  # nothing left to stop
+    assert launcher.stop_leftover(str(tmp_path / "missing.json")) is None
