@@ -1,0 +1,134 @@
+"""`bwtune sweep` end to end on this machine: the real sweep playbook, module and stand-in."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .conftest import INVENTORIES, LOCAL_INVENTORY, REPO, bwtune_argv
+
+MODEL = REPO / "tests" / "fixtures" / "models" / "qwen35-397b-a17b-nvfp4"
+
+
+def tiny_matrix(tmp_path: Path, backends: list[str]) -> Path:
+    """The demo matrix cut down to one axis and one short workload.
+
+    The model is a copy under tmp_path, so this test's servers are told apart by their argv.
+    """
+    model = tmp_path / "model"
+    shutil.copytree(MODEL, model)
+    matrix: dict[str, Any] = yaml.safe_load((REPO / "examples" / "demo.yml").read_text())
+    matrix["model"]["path"] = str(model)
+    matrix["axes"] = {"moe-runner-backend": backends}
+    matrix.pop("bundles", None)
+    matrix.pop("exclude", None)
+    matrix["workloads"] = [matrix["workloads"][0]]
+    path = tmp_path / "tiny.yml"
+    path.write_text(yaml.safe_dump(matrix, sort_keys=False))
+    return path
+
+
+def sweep_argv(inventory: Path, matrix: Path | None, node_dir: Path, *extra: str) -> list[str]:
+    argv = ["sweep", "-i", str(inventory), "--node-results-dir", str(node_dir), *extra]
+    if matrix is not None:
+        argv += ["-m", str(matrix)]
+    return bwtune_argv(*argv)
+
+
+def run(argv: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+
+def test_sweep_json_imports_results_and_writes_reports(
+    cli_env: dict[str, str], bwtune_home: Path, tmp_path: Path
+) -> None:
+    matrix = tiny_matrix(tmp_path, ["flashinfer_cutlass", "flashinfer_trtllm"])
+    done = run(sweep_argv(LOCAL_INVENTORY, matrix, tmp_path / "node", "--json"), cli_env)
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)
+    assert set(output) >= {"run_id", "results", "best", "summary"}
+    statuses = sorted((r["status"], r["host"]) for r in output["results"])
+    # trtllm-gen MoE does not run on SM120: pruned by the planner, recorded as such.
+    assert statuses == [("ok", "localhost"), ("pruned", "localhost")]
+    ok = next(r for r in output["results"] if r["status"] == "ok")
+    assert set(ok) >= {"id", "host", "status", "flags", "failure", "metrics"}
+    assert ok["simulated"] is True and output["summary"]["simulated"] is True
+    assert output["best"]["id"] == ok["id"]
+    with sqlite3.connect(bwtune_home / "results.db") as conn:
+        (count,) = conn.execute(
+            "SELECT count(*) FROM results WHERE run_id = ?", (output["run_id"],)
+        ).fetchone()
+    assert count == 2
+    run_dir = bwtune_home / "runs" / output["run_id"]
+    assert json.loads((run_dir / "matrix.json").read_text())["axes"] == {
+        "moe-runner-backend": ["flashinfer_cutlass", "flashinfer_trtllm"]
+    }
+
+
+def test_ctrl_c_cancels_the_sweep_and_resume_finishes_it(
+    cli_env: dict[str, str], bwtune_home: Path, tmp_path: Path
+) -> None:
+    matrix = tiny_matrix(tmp_path, ["flashinfer_cutlass", "marlin", "triton"])
+    node = tmp_path / "node"
+    proc = subprocess.Popen(
+        sweep_argv(LOCAL_INVENTORY, matrix, node),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+    )
+    assert proc.stderr is not None
+    run_id = None
+    for line in proc.stderr:
+        if line.startswith("bwtune: sweeping run "):
+            run_id = line.split()[3]
+        if "1/3 done" in line:  # one config recorded, the next in flight
+            break
+    else:
+        raise AssertionError(f"the sweep never reported progress (exit {proc.wait()})")
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err
+    assert f"cancelled run {run_id}; stopped on: localhost" in err
+    assert f"--resume {run_id}" in err
+    results_file = node / str(run_id) / "results.jsonl"
+    before = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
+    assert 1 <= len(before) < 3
+    assert not _servers_of(tmp_path / "model"), "the node's server outlived the cancel"
+
+    done = run(sweep_argv(LOCAL_INVENTORY, None, node, "--resume", str(run_id), "--json"), cli_env)
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)
+    assert output["run_id"] == run_id
+    assert len(output["results"]) == 3
+    after = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
+    # Configs measured before the interrupt were kept, not measured again.
+    assert [r["started_at"] for r in after[: len(before)]] == [r["started_at"] for r in before]
+
+
+def test_an_unreachable_host_exits_1_naming_it(cli_env: dict[str, str], tmp_path: Path) -> None:
+    matrix = tiny_matrix(tmp_path, ["flashinfer_cutlass"])
+    done = run(sweep_argv(INVENTORIES / "unreachable.yml", matrix, tmp_path / "node"), cli_env, timeout=120)
+    assert done.returncode == 1
+    assert "bwtune: host ghost is unreachable" in done.stderr
+
+
+def _servers_of(model: Path) -> list[int]:
+    """Processes serving `model` (the stand-in's argv holds --model-path)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(model).encode() in cmdline.split(b"\0"):
+                found.append(int(entry.name))
+    return found
