@@ -19,6 +19,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import find_prompt
+
+NAN = "probability tensor contains either `inf`, `nan` or element < 0"
+
 ARGS = argparse.Namespace()
 LOCK = threading.Lock()
 STATS: dict[str, Any] = {
@@ -83,6 +87,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if not self._authorized():
             return
+        if self.path == "/v1/chat/completions" or "text" in json.loads(body or b"{}"):
+            self._answer(json.loads(body))
+            return
         if self.path not in ("/generate", "/v1/completions"):
             self._json(404, {"detail": "Not Found"})
             return
@@ -109,6 +116,27 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with LOCK:
                 STATS["in_flight"] -= 1
+
+    def _answer(self, req: dict[str, Any]) -> None:
+        """Gate prompts: the canonical answer, or the garbage --answers asks for."""
+        chat = self.path == "/v1/chat/completions"
+        prompt = req["messages"][-1]["content"] if chat else req["text"]
+        known = find_prompt(prompt)
+        mode = ARGS.answers
+        if mode == "nan":
+            self._json(400, {"error": {"message": NAN}})
+            return
+        text = (known.expected if known else "?") + " and that is all."
+        if mode == "repeat":
+            text = "!" * 16
+        elif mode == "empty":
+            text = ""
+        elif mode == "drift" and known is not None:
+            text = known.expected + " zq xv kj pw ml qq rr ss tt uu vv ww xx"
+        if chat:
+            self._json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]})
+        else:
+            self._json(200, {"text": text, "meta_info": {"completion_tokens": len(text.split())}})
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -191,6 +219,7 @@ def main() -> None:
     p.add_argument("--error-after", type=int, default=0)
     p.add_argument("--split-events", action="store_true")
     p.add_argument("--close", action="store_true", help="Connection: close after each response")
+    p.add_argument("--answers", default="correct", choices=["correct", "repeat", "nan", "empty", "drift"])
     p.parse_args(namespace=ARGS)
     server = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
     server.daemon_threads = True

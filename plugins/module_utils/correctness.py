@@ -1,0 +1,172 @@
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The correctness gate: a config that emits garbage is `wrong-output` and can never win.
+
+A freshly started server answers the canonical prompts (correctness_prompts.PROMPTS) greedily.
+It fails the gate when any answer is empty, one token repeated, a sampling error
+("probability tensor contains either inf, nan or element < 0"), not the expected answer, or
+far from what the first passing config answered (the reference: greedy outputs of the same
+model agree closely across correct kernels; a broken one drifts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import BenchClient
+from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import (
+    PROMPTS,
+    CorrectnessPrompt,
+)
+
+# torch.multinomial's message when logits hold NaN/inf: the classic broken-kernel symptom.
+_NAN_ERROR = re.compile(r"probability tensor contains either|\bnan\b.*\binf\b|\binf\b.*\bnan\b", re.I)
+# Below this similarity to the reference's answer (difflib ratio on the first characters)
+# an answer counts as far from it.
+MIN_REFERENCE_SIMILARITY = 0.5
+_COMPARE_CHARS = 64
+_THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
+
+
+@dataclass
+class GateResult:
+    passed: bool
+    message: str
+    outputs: List[Dict[str, Any]] = field(default_factory=list)  # [{"name", "output", "problem"}]
+
+
+def repeated_unit(text: str, min_repeats: int = 6) -> Optional[str]:
+    """The unit if `text` is one short unit (a token's worth: 1-12 chars) repeated, else None."""
+    s = text.strip()
+    if len(s) < min_repeats:
+        return None
+    words = s.split()
+    if len(words) >= min_repeats and len(set(words)) == 1:
+        return words[0]
+    for k in range(1, 13):
+        if len(s) < k * min_repeats:
+            break
+        unit = s[:k]
+        if (unit * (len(s) // k + 1)).startswith(s):
+            return unit
+    return None
+
+
+def problem_with(prompt: CorrectnessPrompt, output: Optional[str], error: str) -> Optional[str]:
+    """Why an answer is garbage, or None when it is correct."""
+    if error:
+        if _NAN_ERROR.search(error):
+            return f"sampling error (NaN/inf logits): {error[:200]}"
+        return f"request failed: {error[:200]}"
+    text = output or ""
+    if _NAN_ERROR.search(text):
+        return f"sampling error text in the output: {text.strip()[:120]!r}"
+    if not _THINK.sub("", text).strip():
+        return "empty output"
+    unit = repeated_unit(_THINK.sub("", text))
+    if unit is not None:
+        return f"one token repeated: {unit!r} x {len(text.strip()) // max(len(unit), 1)}"
+    if not prompt.is_correct(text):
+        return f"expected an answer starting {prompt.expected.strip()!r}, got {text.strip()[:80]!r}"
+    return None
+
+
+def similarity(a: str, b: str) -> float:
+    a, b = _THINK.sub("", a).strip()[:_COMPARE_CHARS], _THINK.sub("", b).strip()[:_COMPARE_CHARS]
+    if not a and not b:
+        return 1.0
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def check_outputs(
+    prompts: Sequence[CorrectnessPrompt],
+    outputs: Sequence[Optional[str]],
+    errors: Sequence[str],
+    reference: Optional[Sequence[Dict[str, Any]]] = None,
+    min_similarity: float = MIN_REFERENCE_SIMILARITY,
+) -> GateResult:
+    """Judge a config's answers; `reference` is a passing config's GateResult.outputs."""
+    ref = {r["name"]: r.get("output") or "" for r in reference or []}
+    rows: List[Dict[str, Any]] = []
+    problems: List[str] = []
+    for p, out, err in zip(prompts, outputs, errors, strict=True):
+        problem = problem_with(p, out, err)
+        if problem is None and p.name in ref:
+            sim = similarity(out or "", ref[p.name])
+            if sim < min_similarity:
+                problem = (
+                    f"far from the reference answer (similarity {sim:.2f} < {min_similarity}): "
+                    f"{(out or '').strip()[:60]!r} vs {ref[p.name].strip()[:60]!r}"
+                )
+        rows.append({"name": p.name, "output": out, "problem": problem})
+        if problem:
+            problems.append(f"{p.name}: {problem}")
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        return GateResult(
+            False, f"wrong output on {len(problems)}/{len(prompts)} prompts: {problems[0]}{more}", rows
+        )
+    return GateResult(True, f"{len(prompts)} prompts answered correctly", rows)
+
+
+async def _ask(client: BenchClient, p: CorrectnessPrompt, timeout_s: float) -> tuple[Optional[str], str]:
+    """(output, error) for one prompt: completion prompts through /generate, chat prompts
+    through /v1/chat/completions with thinking off (the answer must fit in a few tokens)."""
+    try:
+        if p.mode == "completion":
+            ok, text, _ = await client.generate_text(p.prompt, p.max_new_tokens, timeout_s=timeout_s)
+            return (text, "") if ok else (None, text)
+        payload = {
+            "model": client.model,
+            "messages": [{"role": "user", "content": p.prompt}],
+            "temperature": 0.0,
+            "max_tokens": p.max_new_tokens,
+            "chat_template_kwargs": {"enable_thinking": False},
+        }
+        status, obj = await client.http.post_json("/v1/chat/completions", payload, timeout_s=timeout_s)
+    except (OSError, asyncio.TimeoutError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    if status != 200 or not isinstance(obj, dict):
+        detail = obj.get("error", obj) if isinstance(obj, dict) else obj
+        if isinstance(detail, dict):
+            detail = detail.get("message", detail)
+        return None, f"HTTP {status}: {str(detail)[:300]}"
+    try:
+        return str(obj["choices"][0]["message"]["content"] or ""), ""
+    except (KeyError, IndexError, TypeError):
+        return None, f"unexpected chat response: {str(obj)[:200]}"
+
+
+async def gate(
+    client: BenchClient,
+    prompts: Sequence[CorrectnessPrompt] = PROMPTS,
+    reference: Optional[Sequence[Dict[str, Any]]] = None,
+    timeout_s: float = 120.0,
+) -> GateResult:
+    answers = await asyncio.gather(*(_ask(client, p, timeout_s) for p in prompts))
+    return check_outputs(prompts, [a[0] for a in answers], [a[1] for a in answers], reference)
+
+
+def run_gate(
+    host: str,
+    port: int,
+    *,
+    reference: Optional[Sequence[Dict[str, Any]]] = None,
+    api_key: Optional[str] = None,
+    prompts: Sequence[CorrectnessPrompt] = PROMPTS,
+    timeout_s: float = 120.0,
+) -> GateResult:
+    """Run the gate against a server (synchronous)."""
+
+    async def main() -> GateResult:
+        client = BenchClient(host, port, api_key=api_key)
+        try:
+            return await gate(client, prompts, reference, timeout_s)
+        finally:
+            client.close()
+
+    return asyncio.run(main())
