@@ -26,6 +26,10 @@ def stats(port: int) -> dict[str, Any]:
         return json.loads(r.read())
 
 
+def c_tokens(port: int) -> int:
+    return len(stats(port)["sends"])
+
+
 def rep0(result: dict[str, Any]) -> dict[str, Any]:
     return result["repetitions"][0]
 
@@ -218,12 +222,13 @@ def test_generate_text_returns_the_answer(sse_server):
     async def go() -> tuple[bool, str, dict[str, Any]]:
         c = BenchClient("127.0.0.1", port)
         try:
-            return await c.generate_text("2+2=", 3)
+            return await c.generate_text("The capital of France is", 8)
         finally:
             c.close()
 
     ok, text, meta = asyncio.run(go())
-    assert ok and text == "tok tok tok " and meta["completion_tokens"] == 3
+    assert ok and text == " Paris and that is all." and meta["completion_tokens"] == 5
+    assert c_tokens(port) == 0  # answered by the gate path, not the token streamer
 
 
 @pytest.mark.parametrize(
