@@ -15,6 +15,7 @@ import json
 import os
 import re
 import struct
+from typing import Any
 
 SCHEMA = 1
 INDEX = "model.safetensors.index.json"
@@ -66,7 +67,7 @@ def read_safetensors_header(path: str) -> dict:
     return header
 
 
-def check_shard(path: str) -> dict:
+def check_shard(path: str) -> dict[str, Any]:
     """{file, bytes, expected_bytes, tensors: set, problem: str|None} for one shard."""
     name = os.path.basename(path)
     try:
@@ -205,7 +206,7 @@ def gather(path: str, check_shards: bool = True) -> dict:
         if not shard_files and not any(p.startswith(INDEX) for p in problems):
             problems.append("no safetensors weights (no index, no model.safetensors)")
 
-    shards = []
+    shards: list[dict[str, Any]] = []
     missing, truncated, corrupt = [], [], []
     for fn in shard_files:
         full = os.path.join(path, fn)
@@ -235,8 +236,8 @@ def gather(path: str, check_shards: bool = True) -> dict:
     if check_shards and weight_map:
         by_file = {s["file"]: s for s in shards}
         for tensor, fn in weight_map.items():
-            s = by_file.get(fn)
-            if s and not s["problem"] and tensor not in s["tensors"]:
+            shard = by_file.get(fn)
+            if shard and not shard["problem"] and tensor not in shard["tensors"]:
                 absent_tensors.append(tensor)
         if absent_tensors:
             problems.append(
