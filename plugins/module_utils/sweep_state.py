@@ -16,6 +16,8 @@ import signal
 import time
 from typing import Any, Dict, Optional
 
+from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import write_json_atomic
+
 PHASES = ("planning", "starting", "gate", "workload", "stopping", "done")
 
 
@@ -38,15 +40,6 @@ def process_start_time(pid: int) -> Optional[str]:
 
 def is_same_process(pid: Optional[int], start_time: Optional[str]) -> bool:
     return bool(pid) and start_time is not None and process_start_time(int(pid or 0)) == start_time
-
-
-def write_json_atomic(path: str, data: Dict[str, Any]) -> None:
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "w") as out:
-        json.dump(data, out, sort_keys=True)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
 
 
 def read_json(path: str) -> Optional[Dict[str, Any]]:
@@ -122,14 +115,14 @@ def cancel(results_path: str, timeout_s: float = 120.0) -> Dict[str, Any]:
     progress = read_progress(results_path)
     if not progress or progress.get("finished"):
         return {"cancelled": False, "reason": "no running sweep"}
-    pid, start = progress.get("pid"), progress.get("pid_start_time")
+    pid, start = int(progress.get("pid") or 0), progress.get("pid_start_time")
     if not is_same_process(pid, start):
         return {"cancelled": False, "reason": "the sweep process (pid %s) is not running" % pid}
-    os.kill(int(pid), signal.SIGTERM)
+    os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and is_same_process(pid, start):
         time.sleep(0.2)
     if is_same_process(pid, start):
-        os.kill(int(pid), signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
         return {"cancelled": True, "killed": True, "pid": pid}
     return {"cancelled": True, "killed": False, "pid": pid}

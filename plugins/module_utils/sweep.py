@@ -1,0 +1,371 @@
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node-side sweep: plan, then launch, gate, measure, stop and record each config.
+
+Every config of the plan ends as exactly one line of the results file, written and
+fsync'd before the next launch starts: measured configs with their metrics, failed
+ones with their failure class and log tail, pruned and duplicate ones with the
+planner's reasons. A failed config never stops the sweep; a server that will not go
+away does (``SweepFailed``), because every later measurement would be wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import (
+    bench_client,
+    correctness,
+    launcher,
+    planner,
+    results_file,
+    strategies,
+    sweep_state,
+)
+
+REDACTED = "********"
+
+
+class BadInput(ValueError):
+    """The matrix or the options are wrong: nothing was launched."""
+
+
+class SweepFailed(RuntimeError):
+    """The sweep itself could not go on (e.g. a server that would not stop)."""
+
+    def __init__(self, message: str, partial: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.partial = partial or {}
+
+
+class Cancelled(Exception):
+    """SIGTERM: stop the server in flight, keep every result so far, and exit."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class SweepOptions:
+    """What the sweep module was asked to do, checked once."""
+
+    def __init__(self, **params: Any) -> None:
+        self.matrix = _load_matrix(params["matrix"])
+        self.results_path = os.path.abspath(os.path.expanduser(params["results_path"]))
+        folder = os.path.dirname(self.results_path)
+        self.run_id = params.get("run_id") or os.path.basename(folder)
+        self.log_dir = os.path.join(folder, "logs")
+        python = params.get("python") or "python3"
+        self.launch_command = list(params.get("launch_command") or [python, "-m", "sglang.launch_server"])
+        self.env = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
+        self.api_key = params.get("api_key")
+        self.host = params.get("host") or "127.0.0.1"
+        self.port = int(params.get("port") or 30000)
+        self.strategy = params.get("strategy") or "grid"
+        if self.strategy not in strategies.STRATEGIES:
+            raise BadInput(
+                "strategy: unknown %r (expected one of %s)"
+                % (self.strategy, ", ".join(strategies.STRATEGIES))
+            )
+        self.force = bool(params.get("force"))
+        self.simulated = bool(params.get("simulated"))
+        self.facts = params.get("facts") or {}
+        self.gpu = params.get("gpu")
+        self.sglang_version = params.get("sglang_version")
+        self.startup_timeout_s = float(params.get("startup_timeout_s") or 1200.0)
+        self.stop_grace_s = float(params.get("stop_grace_s") or 30.0)
+        self.release_timeout_s = float(params.get("release_timeout_s") or 120.0)
+        stack = self.facts.get("stack") or {}
+        self.fingerprint = str(stack.get("fingerprint") or "unknown")
+        self.host_name = socket.gethostname()
+
+    @classmethod
+    def from_params(cls, params: Dict[str, Any]) -> "SweepOptions":
+        return cls(**params)
+
+
+def _load_matrix(matrix: Any) -> Dict[str, Any]:
+    if isinstance(matrix, dict):
+        return matrix
+    if isinstance(matrix, str):
+        try:
+            with open(os.path.expanduser(matrix)) as src:
+                text = src.read()
+        except OSError as exc:
+            raise BadInput("matrix: cannot read %s: %s" % (matrix, exc.strerror)) from None
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+        try:
+            import yaml  # PyYAML is optional on nodes; JSON always works.
+        except ImportError:
+            raise BadInput(
+                "matrix: %s is not JSON and PyYAML is not installed on this node" % matrix
+            ) from None
+        loaded = yaml.safe_load(text)
+        if isinstance(loaded, dict):
+            return loaded
+    raise BadInput("matrix: expected a mapping or the path of a YAML/JSON file, got %r" % (matrix,))
+
+
+def make_plan(options: SweepOptions) -> Dict[str, Any]:
+    try:
+        the_plan = planner.plan(
+            options.matrix,
+            gpu=options.gpu,
+            sglang_version=options.sglang_version,
+            facts=options.facts or None,
+        )
+    except planner.MatrixError as exc:
+        raise BadInput("matrix: %s" % exc) from None
+    return the_plan.to_dict()
+
+
+def _free_port(host: str, first: int) -> int:
+    for port in range(first, first + 200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise SweepFailed("no free port between %d and %d on %s" % (first, first + 199, host))
+
+
+class Sweep:
+    """One sweep process: its options, plan, results file and progress."""
+
+    def __init__(self, options: SweepOptions, the_plan: Dict[str, Any]) -> None:
+        self.options = options
+        self.plan = the_plan
+        self.configs = {c["id"]: c for c in the_plan["configs"]}
+        self.workloads = list(options.matrix.get("workloads") or [])
+        self.objective = strategies.Objective.from_matrix(options.matrix)
+        self.scores = strategies.Scoreboard(self.objective)
+        self.results = results_file.ResultsFile(options.results_path)
+        self.reference: Optional[List[Dict[str, Any]]] = None
+        self.lines: List[Dict[str, Any]] = []
+        self.launches = 0
+
+    # -- one line per config -----------------------------------------------------------
+
+    def _line(self, config: Dict[str, Any], status: str, **extra: Any) -> Dict[str, Any]:
+        line = {
+            "schema": 1,
+            "run_id": self.options.run_id,
+            "host": self.options.host_name,
+            "config_id": config["id"],
+            "point": config.get("point", {}),
+            "flags": config.get("flags", {}),
+            "argv": self._recorded_argv(config),
+            "status": status,
+            "simulated": self.options.simulated,
+            "stack_fingerprint": self.options.fingerprint,
+            "gpu": self.plan.get("gpu"),
+            "sglang_version": self.plan.get("sglang_version"),
+            "started_at": None,
+            "finished_at": _now(),
+            "timings": {},
+            "metrics": {},
+            "accept_length": None,
+            "failure": None,
+            "reasons": config.get("reasons", []),
+        }
+        line.update(extra)
+        return line
+
+    def _recorded_argv(self, config: Dict[str, Any]) -> List[str]:
+        return list(self.options.launch_command) + list(config.get("argv", []))
+
+    def _record(self, line: Dict[str, Any]) -> None:
+        self.results.append(line)
+        self.scores.record(line)
+        self.lines.append(line)
+
+    # -- the run ------------------------------------------------------------------------
+
+    def run(self) -> Dict[str, Any]:
+        os.makedirs(self.options.log_dir, exist_ok=True)
+        leftover = launcher.stop_leftover(self.results.inflight_path)
+        previous = {} if self.options.force else self.results.measured(self.options.fingerprint)
+        for line in previous.values():
+            self.scores.record(line)
+        self._record_unlaunchable(previous)
+
+        order = strategies.run_order(
+            self.options.strategy,
+            self.plan,
+            self.scores,
+            self.options.matrix.get("axes") or {},
+            self.options.matrix.get("baseline"),
+        )
+        planned = len(self.plan["launches"]) - len(previous)
+        progress = sweep_state.Progress(self.options.results_path, self.options.run_id, planned)
+        signal.signal(signal.SIGTERM, _raise_cancelled)
+        error = None
+        try:
+            for config_id in order:
+                if config_id in previous:
+                    continue
+                started = time.monotonic()
+                line = self.launch(self.configs[config_id], progress)
+                self._record(line)
+                self.launches += 1
+                progress.config_done(line["status"] != "ok", time.monotonic() - started)
+        except Cancelled:
+            error = "cancelled: the sweep was stopped; %d configs finished are in %s" % (
+                self.launches,
+                self.options.results_path,
+            )
+        outcome = self.outcome(previous, leftover, error)
+        progress.finish(outcome)
+        return outcome
+
+    def _record_unlaunchable(self, previous: Dict[str, Any]) -> None:
+        """Pruned and duplicate configs get their line once, so the results file is the whole plan."""
+        recorded = self.results.config_ids(self.options.run_id)
+        for config in self.plan["configs"]:
+            if config["status"] in ("pruned", "duplicate") and config["id"] not in recorded:
+                self._record(self._line(config, config["status"], duplicate_of=config.get("duplicate_of")))
+
+    def outcome(self, previous: Dict[str, Any], leftover: Any, error: Optional[str]) -> Dict[str, Any]:
+        lines = list(previous.values()) + self.lines
+        counts: Dict[str, int] = {}
+        for line in lines:
+            counts[line["status"]] = counts.get(line["status"], 0) + 1
+        best_id = self.scores.best([line["config_id"] for line in lines])
+        best = next((line for line in lines if line["config_id"] == best_id), None)
+        valid = len(self.plan["launches"])
+        summary = {
+            "run_id": self.options.run_id,
+            "strategy": self.options.strategy,
+            "planned_configs": len(self.plan["configs"]),
+            "valid_configs": valid,
+            "launches": self.launches,
+            "resumed": len(previous),
+            "saved_launches": max(valid - self.launches - len(previous), 0),
+            "by_status": counts,
+            "objective": {
+                "workload": self.objective.workload,
+                "metric": self.objective.metric,
+                "goal": self.objective.goal,
+            },
+            "simulated": self.options.simulated,
+            "leftover_stopped": leftover,
+            "results_path": self.options.results_path,
+        }
+        return {"results": lines, "best": best, "summary": summary, "error": error}
+
+    # -- one launch ---------------------------------------------------------------------
+
+    def launch(self, config: Dict[str, Any], progress: sweep_state.Progress) -> Dict[str, Any]:
+        options = self.options
+        port = _free_port(options.host, options.port)
+        argv = [*self._recorded_argv(config), "--host", options.host, "--port", str(port)]
+        if options.api_key:
+            argv += ["--api-key", options.api_key]
+        log_path = os.path.join(options.log_dir, "%s.log" % config["id"])
+        started_at = _now()
+        timings: Dict[str, float] = {}
+        progress.phase(config["id"], "starting")
+        clock = time.monotonic()
+        server = launcher.start_server(argv, host=options.host, port=port, log_path=log_path, env=options.env)
+        self.results.mark_inflight(dict(server.record(), config_id=config["id"]))
+        line: Dict[str, Any]
+        try:
+            line = self._measure(config, server, port, progress, timings, clock)
+        finally:
+            progress.phase(config["id"], "stopping")
+            clock = time.monotonic()
+            try:
+                stop = launcher.stop_server(
+                    server, grace_s=options.stop_grace_s, release_timeout_s=options.release_timeout_s
+                )
+            except launcher.OrphanError as exc:
+                raise SweepFailed(
+                    "the server of config %s did not go away after its stop: %s" % (config["id"], exc),
+                    partial={"results": self.lines},
+                ) from exc
+            timings["stop_s"] = round(time.monotonic() - clock, 3)
+            self.results.clear_inflight()
+        line.update(
+            started_at=started_at, timings=timings, release={"forced": stop.forced, "gpu": stop.gpu_check}
+        )
+        return line
+
+    def _measure(
+        self,
+        config: Dict[str, Any],
+        server: Any,
+        port: int,
+        progress: sweep_state.Progress,
+        timings: Dict[str, float],
+        clock: float,
+    ) -> Dict[str, Any]:
+        options = self.options
+        health = launcher.wait_healthy(server, timeout_s=options.startup_timeout_s, api_key=options.api_key)
+        timings["startup_s"] = round(time.monotonic() - clock, 3)
+        if not health.ok:
+            return self._failed(config, server, health.failure_class or "crashed", health.message)
+
+        progress.phase(config["id"], "gate")
+        clock = time.monotonic()
+        gate = correctness.run_gate(options.host, port, reference=self.reference, api_key=options.api_key)
+        timings["gate_s"] = round(time.monotonic() - clock, 3)
+        if not gate.passed:
+            if server.exit_code() is not None:
+                return self._failed(config, server, "crashed", "server exited during the correctness gate")
+            return self._failed(config, server, "wrong-output", gate.message)
+        if self.reference is None:
+            self.reference = gate.outputs
+
+        metrics: Dict[str, Any] = {}
+        clock = time.monotonic()
+        for n, workload in enumerate(self.workloads, 1):
+            progress.phase(config["id"], "workload", n, len(self.workloads))
+            try:
+                metrics[workload["name"]] = bench_client.run_workload(
+                    options.host, port, bench_client.Workload.from_dict(workload), api_key=options.api_key
+                )
+            except Exception as exc:  # a server that dies mid-benchmark is the config's failure
+                if server.exit_code() is not None:
+                    return self._failed(
+                        config,
+                        server,
+                        "crashed",
+                        "server exited during workload %s: %s" % (workload["name"], exc),
+                    )
+                raise
+            if server.exit_code() is not None:
+                return self._failed(
+                    config, server, "crashed", "server exited during workload %s" % workload["name"]
+                )
+        timings["bench_s"] = round(time.monotonic() - clock, 3)
+        accept = [m.get("values", {}).get("accept_length") for m in metrics.values()]
+        accept = [a for a in accept if a is not None]
+        return self._line(config, "ok", metrics=metrics, accept_length=accept[0] if accept else None)
+
+    def _failed(
+        self, config: Dict[str, Any], server: Any, failure_class: str, message: str
+    ) -> Dict[str, Any]:
+        failure = {
+            "class": failure_class,
+            "message": message,
+            "log_tail": launcher.log_tail(server.log_path, 50),
+        }
+        return self._line(config, failure_class, failure=failure)
+
+
+def _raise_cancelled(signum: int, frame: Any) -> None:
+    raise Cancelled()
+
+
+def run_sweep(options: SweepOptions, the_plan: Dict[str, Any]) -> Dict[str, Any]:
+    return Sweep(options, the_plan).run()

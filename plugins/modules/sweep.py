@@ -1,0 +1,203 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sweep
+short_description: Run a planned SGLang backend sweep on this node
+version_added: "0.1.0"
+description:
+  - Plans the sweep from a matrix (the planner refuses, up front, every combination that
+    SGLang or the GPU would refuse), then for each launch of the plan starts the server as
+    its own process group, waits until it is healthy, checks its outputs are sane, runs the
+    matrix's workloads, stops it and checks its port and GPU memory are released, and
+    appends one JSON line for the config to the results file (written, flushed, fsync'd).
+  - A failure of a config (refused arguments, unsupported hardware, out of memory, start-up
+    timeout, crash, wrong output) is recorded and the sweep goes on. A server left running
+    after its stop is a failure of the sweep.
+  - Resumes. A re-run with the same results file skips configs already measured for the
+    same stack fingerprint, unless O(force=true), and first stops a server a killed earlier
+    run left behind.
+  - Meant to run under C(async) with C(poll=0), followed by M(bwtune.sglang.sweep_progress).
+  - In check mode it returns the plan and launches nothing.
+options:
+  matrix:
+    description:
+      - The sweep matrix, as a dict or the path of a YAML or JSON file on the node.
+      - See the collection's C(docs/matrix.md).
+    type: raw
+    required: true
+  results_path:
+    description:
+      - The node's results file (JSON lines).
+      - Its folder also gets the server logs and the progress file.
+    type: path
+    required: true
+  run_id:
+    description: The id written on each result line. Defaults to the name of the results file's folder.
+    type: str
+  launch_command:
+    description:
+      - The command that starts the server, before the config's flags.
+      - Defaults to O(python) C(-m sglang.launch_server).
+    type: list
+    elements: str
+  python:
+    description: The stack's Python, used for the default O(launch_command).
+    type: path
+    default: python3
+  env:
+    description: Extra environment for the server processes.
+    type: dict
+    default: {}
+  api_key:
+    description: Passed to the server as C(--api-key) and used by the benchmark client. Never recorded.
+    type: str
+  host:
+    description: The address the server listens on and the client connects to.
+    type: str
+    default: 127.0.0.1
+  port:
+    description: The first port to try for each launch; the next free one is used.
+    type: int
+    default: 30000
+  strategy:
+    description:
+      - V(grid) launches every valid config; V(coordinate) varies one axis at a time from a
+        baseline and then combines the best of each; V(screen) runs a short workload first
+        and the full workloads only where the result is not statistically worse than the best.
+    type: str
+    choices: [grid, coordinate, screen]
+    default: grid
+  force:
+    description: Measure again configs the results file already has for this stack.
+    type: bool
+    default: false
+  simulated:
+    description: Mark results as simulated (the bwtune stand-in, not a GPU).
+    type: bool
+    default: false
+  facts:
+    description:
+      - Facts from M(bwtune.sglang.gpu_facts) and M(bwtune.sglang.stack_facts)
+        (C(gpu) and C(stack) keys), to fill C(gpu=auto) and C(version=auto) in the matrix
+        and the stack fingerprint of each result.
+    type: dict
+  gpu:
+    description: Overrides the matrix's C(hardware.gpu).
+    type: str
+  sglang_version:
+    description: Overrides the matrix's C(sglang.version).
+    type: str
+  startup_timeout_s:
+    description: How long a server may take to become healthy.
+    type: float
+    default: 1200
+  stop_grace_s:
+    description: How long a server gets after SIGTERM before its process group is killed.
+    type: float
+    default: 30
+  release_timeout_s:
+    description: How long to wait for the port and GPU memory to be released after a stop.
+    type: float
+    default: 120
+author:
+  - bwtune developers
+attributes:
+  check_mode:
+    support: full
+    details: Returns the plan; nothing is launched or written.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Sweep MoE and FP4 GEMM backends
+  bwtune.sglang.sweep:
+    matrix: "{{ lookup('ansible.builtin.file', 'examples/qwen35-397b-nvfp4-sm120.yml') | from_yaml }}"
+    results_path: /var/lib/bwtune/sweeps/2026-11-30/results.jsonl
+    python: /opt/sglang/venv/bin/python
+    strategy: coordinate
+  async: 172800
+  poll: 0
+  register: sweep_job
+
+- name: Show the plan only
+  bwtune.sglang.sweep:
+    matrix: /etc/bwtune/matrix.yml
+    results_path: /var/lib/bwtune/sweeps/plan-only/results.jsonl
+  check_mode: true
+"""
+
+RETURN = r"""
+plan:
+  description: The plan (the JSON of C(bwtune plan --format json)).
+  returned: always
+  type: dict
+results:
+  description: One entry per config of this run, as written to the results file.
+  returned: when not in check mode
+  type: list
+  elements: dict
+best:
+  description: The best config by the matrix's objective among those that passed the correctness gate.
+  returned: when not in check mode
+  type: dict
+summary:
+  description: Counts by status, launches made and saved by the strategy, timings.
+  returned: always
+  type: dict
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import sweep as sweep_runner
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            matrix=dict(type="raw", required=True),
+            results_path=dict(type="path", required=True),
+            run_id=dict(type="str"),
+            launch_command=dict(type="list", elements="str"),
+            python=dict(type="path", default="python3"),
+            env=dict(type="dict", default={}),
+            api_key=dict(type="str", no_log=True),
+            host=dict(type="str", default="127.0.0.1"),
+            port=dict(type="int", default=30000),
+            strategy=dict(type="str", choices=["grid", "coordinate", "screen"], default="grid"),
+            force=dict(type="bool", default=False),
+            simulated=dict(type="bool", default=False),
+            facts=dict(type="dict"),
+            gpu=dict(type="str"),
+            sglang_version=dict(type="str"),
+            startup_timeout_s=dict(type="float", default=1200.0),
+            stop_grace_s=dict(type="float", default=30.0),
+            release_timeout_s=dict(type="float", default=120.0),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        options = sweep_runner.SweepOptions.from_params(module.params)
+        the_plan = sweep_runner.make_plan(options)
+    except sweep_runner.BadInput as exc:
+        module.fail_json(msg=str(exc))
+    if module.check_mode:
+        module.exit_json(changed=False, plan=the_plan, summary=the_plan.get("summary", {}))
+    try:
+        outcome = sweep_runner.run_sweep(options, the_plan)
+    except sweep_runner.SweepFailed as exc:
+        module.fail_json(msg=str(exc), **exc.partial)
+    except Exception as exc:  # the node must say what broke, not just "MODULE FAILURE"
+        module.fail_json(msg="sweep failed: %s" % exc, exception=traceback.format_exc())
+    module.exit_json(changed=bool(outcome["summary"].get("launches")), plan=the_plan, **outcome)
+
+
+if __name__ == "__main__":
+    main()
