@@ -66,6 +66,10 @@ class Handler(BaseHTTPRequestHandler):
                 self._json(200, STATS)
         elif self.path in ("/health", "/health_generate"):
             self._json(200, {})
+        elif self.path == "/v1/models":
+            self._json(200, {"object": "list", "data": [{"id": "default", "object": "model"}]})
+        elif self.path == "/model_info":
+            self._json(200, {"model_path": "default", "is_generation": True})
         elif self.path == "/server_info":
             if not self._authorized():
                 return
@@ -87,7 +91,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if not self._authorized():
             return
-        if self.path == "/v1/chat/completions" or "text" in json.loads(body or b"{}"):
+        parsed = json.loads(body or b"{}")
+        if self.path == "/v1/chat/completions" or find_prompt(str(parsed.get("text", ""))):
             self._answer(json.loads(body))
             return
         if self.path not in ("/generate", "/v1/completions"):
