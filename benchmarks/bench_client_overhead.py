@@ -163,9 +163,8 @@ def main() -> None:
         f"workload: /generate stream, {a.concurrency} concurrent, {a.output_len} tokens each, "
         f"server {a.itl_ms:g} ms/token (median gap it really sent: {true_gap:.3f} ms)"
     )
-    print(
-        f"{'client':<14} {'CPU s/1k tok':>13} {'out tok/s':>10} {'med TTFT ms':>12} {'med ITL ms':>11} {'mean ITL':>9}"
-    )
+    head = ("client", "CPU s/1k tok", "out tok/s", "med TTFT ms", "med ITL ms", "mean ITL")
+    print("{:<14} {:>13} {:>10} {:>12} {:>11} {:>9}".format(*head))
     for name, r in rows.items():
         print(
             f"{name:<14} {r['cpu_s_per_1k_tokens']:>13.4f} {r['output_throughput']:>10.0f} "
