@@ -24,80 +24,26 @@ from typing import Any, Callable
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import (
     RequestTiming,
-    Slo,
     accept_length_from_server_info,
     aggregate,
     run_metrics,
 )
 
-APIS = ("generate", "completions")
+# The workload definition lives in its own module (the planner reads it without asyncio);
+# bench_client.Workload is that class.
+from ansible_collections.bwtune.sglang.plugins.module_utils.bench_workload import (  # noqa: F401
+    APIS,
+    WORKLOAD_KEYS,
+    Workload,
+    WorkloadError,
+    workload_dict,
+)
+
 # Token ids for synthetic prompts: inside every real model's vocabulary, clear of special tokens.
 DEFAULT_VOCAB = (1000, 30000)
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 _NONEMPTY_TEXT = re.compile(rb'"text":\s*"[^"]')
 _ERROR_MAX = 500
-# Workload keys of the matrix that only the planner reads (its time estimate).
-_PLANNER_ONLY_KEYS = ("estimate_s",)
-
-
-class WorkloadError(ValueError):
-    """A workload description that cannot be run; the message names the bad value."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One benchmark workload. concurrency=None with request_rate=None sends all at once."""
-
-    name: str = "default"
-    input_len: int = 1024
-    output_len: int = 256
-    num_prompts: int = 64
-    concurrency: int | None = 1
-    request_rate: float | None = None
-    warmup: int = 1
-    repetitions: int = 1
-    seed: int = 0
-    api: str = "generate"
-    stream: bool = True
-    slo: Slo | None = None
-
-    def __post_init__(self) -> None:
-        where = f"workload {self.name!r}"
-        for key in ("input_len", "output_len", "num_prompts", "repetitions"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise WorkloadError(f"{where}: {key} must be an integer >= 1, got {v!r}")
-        if not isinstance(self.warmup, int) or self.warmup < 0:
-            raise WorkloadError(f"{where}: warmup must be an integer >= 0, got {self.warmup!r}")
-        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
-            raise WorkloadError(f"{where}: concurrency must be an integer >= 1, got {self.concurrency!r}")
-        if self.request_rate is not None and (
-            not isinstance(self.request_rate, (int, float)) or not self.request_rate > 0
-        ):
-            raise WorkloadError(f"{where}: request_rate must be a number > 0, got {self.request_rate!r}")
-        if self.api not in APIS:
-            raise WorkloadError(f"{where}: api must be one of {', '.join(APIS)}, got {self.api!r}")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any], name: str | None = None) -> Workload:
-        """Build from a matrix's workload mapping; slo_{ttft,tpot,e2e}_ms or slo: {...} keys."""
-        d = dict(d)
-        wname = str(d.pop("name", name or "default"))
-        slo_d = dict(d.pop("slo", None) or {})
-        for k in ("ttft_ms", "tpot_ms", "e2e_ms"):
-            if f"slo_{k}" in d:
-                slo_d[k] = d.pop(f"slo_{k}")
-        for k in _PLANNER_ONLY_KEYS:
-            d.pop(k, None)
-        known = {f for f in cls.__dataclass_fields__ if f not in ("name", "slo")}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise WorkloadError(f"workload {wname!r}: unknown key {unknown[0]!r}")
-        bad_slo = sorted(set(slo_d) - {"ttft_ms", "tpot_ms", "e2e_ms"})
-        if bad_slo:
-            raise WorkloadError(f"workload {wname!r}: unknown slo key {bad_slo[0]!r}")
-        slo = Slo(**slo_d) if slo_d else None
-        return cls(name=wname, slo=slo, **d)
 
 
 @dataclass
@@ -702,13 +648,6 @@ class BenchClient:
 
     def close(self) -> None:
         self.http.close()
-
-
-def workload_dict(w: Workload) -> dict[str, Any]:
-    d = {k: getattr(w, k) for k in w.__dataclass_fields__ if k != "slo"}
-    if w.slo is not None:
-        d["slo"] = {k: v for k, v in vars(w.slo).items() if v is not None}
-    return d
 
 
 def run_workload(host: str, port: int, workload: Workload, *, api_key: str | None = None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import bench_workload
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError, FlagTable
 
 Path = tuple[Any, ...]
@@ -66,24 +67,22 @@ class MatrixError(ValueError):
 
 @dataclass(frozen=True)
 class Workload:
-    name: str
-    input_len: int
-    output_len: int
-    concurrency: int
-    num_prompts: int
-    request_rate: float | None = None
+    """A matrix workload: what the benchmark client runs, plus the planner's time estimate.
+
+    The keys, defaults and checks are bench_workload.Workload's (= bench_client.Workload):
+    one definition for the matrix, the plan and the sweep.
+    """
+
+    run: bench_workload.Workload
     estimate_s: float | None = None
 
+    @property
+    def name(self) -> str:
+        return self.run.name
+
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "input_len": self.input_len,
-            "output_len": self.output_len,
-            "concurrency": self.concurrency,
-            "num_prompts": self.num_prompts,
-        }
-        if self.request_rate is not None:
-            out["request_rate"] = self.request_rate
+        """Every key, so the sweep's bench_client.Workload.from_dict gets exactly this workload."""
+        out = self.run.to_dict()
         if self.estimate_s is not None:
             out["estimate_s"] = self.estimate_s
         return out
@@ -230,29 +229,27 @@ def _workloads(raw: Any) -> list[Workload]:
     _expect(raw, list, path, "a list of workloads")
     seen: set[str] = set()
     out = []
-    known = {"name", "input_len", "output_len", "concurrency", "num_prompts", "request_rate", "estimate_s"}
     for i, item in enumerate(raw):
         where = (*path, i)
         _expect(item, dict, where, "a workload mapping")
         for key in item:
-            if key not in known:
-                raise MatrixError((*where, key), f"unknown workload key (known: {', '.join(sorted(known))})")
+            if key not in bench_workload.WORKLOAD_KEYS:
+                known = ", ".join(bench_workload.WORKLOAD_KEYS)
+                raise MatrixError((*where, key), f"unknown workload key {key!r} (known: {known})")
         name = _expect(item.get("name"), str, (*where, "name"), "a workload name")
         if name in seen:
             raise MatrixError((*where, "name"), f"workload {name!r} is defined twice")
         seen.add(name)
-        concurrency = _positive_int(item, "concurrency", where, required=False) or 1
-        out.append(
-            Workload(
-                name=name,
-                input_len=_positive_int(item, "input_len", where) or 0,
-                output_len=_positive_int(item, "output_len", where) or 0,
-                concurrency=concurrency,
-                num_prompts=_positive_int(item, "num_prompts", where, required=False) or concurrency,
-                request_rate=_positive_number(item, "request_rate", where),
-                estimate_s=_positive_number(item, "estimate_s", where),
-            )
-        )
+        # The client has defaults for these; a matrix says what it measures.
+        for key in ("input_len", "output_len"):
+            if item.get(key) is None:
+                raise MatrixError(where, f"missing {key}")
+        estimate_s = _positive_number(item, "estimate_s", where)
+        try:
+            run = bench_workload.Workload.from_dict(item)
+        except bench_workload.WorkloadError as err:
+            raise MatrixError((*where, *err.key), err.reason) from None
+        out.append(Workload(run, estimate_s))
     return out
 
 
