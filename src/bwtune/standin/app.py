@@ -274,6 +274,7 @@ class App:
                     if s.fault and s.fault.arg
                     else (s.fault.name if s.fault else None),
                     "seed": s.seed,
+                    "launch_speed_factor": engine.sim.launch_factor if engine else None,
                     "performance": s.perf.reasons,
                     "predicted_decode_tok_s_single_request": s.perf.decode_tok_s_per_request(1),
                     "timing_lag_ms_mean": engine.mean_lag_ms() if engine else 0.0,
@@ -370,13 +371,19 @@ class App:
         if _nan_fault(self.state):
             stream.send(b"data: " + _dumps({"error": _nan_error(400)}) + b"\n\n")
         else:
-            ids: list[int] = []
+            # SGLang streams cumulative text and ids; keep their JSON encodings growing
+            # instead of re-encoding everything per chunk (O(n) copy, not O(n) encode).
+            text_json, ids_json, n = "", "", 0
             async for done in gen.run():
                 if stream.closed:
                     return
-                ids.extend(piece_id(p) for p in gen.pieces[len(ids) : gen.req.generated])
-                out = {"text": gen.text(), "output_ids": ids, "meta_info": gen.meta_info(done)}
-                stream.send(b"data: " + _dumps(out) + b"\n\n")
+                new = gen.pieces[n : gen.req.generated]
+                n = gen.req.generated
+                text_json += json.dumps("".join(new))[1:-1]
+                ids_json += ("," if ids_json and new else "") + ",".join(str(piece_id(p)) for p in new)
+                meta = json.dumps(gen.meta_info(done), separators=(",", ":"))
+                chunk = f'data: {{"text":"{text_json}","output_ids":[{ids_json}],"meta_info":{meta}}}\n\n'
+                stream.send(chunk.encode())
                 await stream.flush()
         stream.send(b"data: [DONE]\n\n")
         stream.end()

@@ -87,8 +87,8 @@ def test_fault_unsupported_kernel_names_backend_and_sm(launch):
     code, log = finish(launch(*BASE, env={"BWTUNE_STANDIN_FAULT": "unsupported-kernel:flashinfer_cutedsl"}))
     assert code == 1
     assert (
-        "NotImplementedError: flashinfer_cutedsl kernels are not available for SM120 (compute capability 12.0)"
-        in log
+        "NotImplementedError: flashinfer_cutedsl kernels are not available for SM120 "
+        "(compute capability 12.0)" in log
     )
 
 
@@ -128,7 +128,8 @@ def test_fault_crash_after_n_requests(launch):
         )
     with pytest.raises((urllib.error.URLError, OSError, http.client.HTTPException)):
         req = urllib.request.Request(server.url + "/generate", data=json.dumps(
-            {"input_ids": [1], "sampling_params": {"max_new_tokens": 50}, "stream": True}).encode())  # fmt: skip
+            {"input_ids": [1], "sampling_params": {"max_new_tokens": 50}, "stream": True}
+        ).encode())  # fmt: skip
         with urllib.request.urlopen(req, timeout=10) as resp:
             resp.read()
     assert server.proc.wait(10) == -9
