@@ -19,6 +19,7 @@ from rich.table import Table
 from bwtune.runner import RunnerEvent
 
 SWEEP_PROGRESS_ACTION = "sweep_progress"
+NOT_LAUNCHED = ("pruned", "duplicate")
 
 
 @dataclass
@@ -111,15 +112,14 @@ class SweepState:
 
     @staticmethod
     def _apply_result(progress: HostProgress, result: dict[str, Any]) -> None:
-        lines = result.get("results")
-        if isinstance(lines, list):
-            progress.simulated = progress.simulated or any(
-                isinstance(line, dict) and line.get("simulated") for line in lines
-            )
-            if progress.planned is None:
-                progress.planned = len(lines)
-            progress.done = max(progress.done, len(lines))
-            progress.failed = sum(isinstance(line, dict) and line.get("status") != "ok" for line in lines)
+        lines = [line for line in result.get("results") or [] if isinstance(line, dict)]
+        progress.simulated = progress.simulated or any(line.get("simulated") for line in lines)
+        # Pruned and duplicate configs are recorded but never launched: not in `planned`.
+        launched = [line for line in lines if line.get("status") not in NOT_LAUNCHED]
+        if lines:
+            progress.done = len(launched)
+            progress.failed = sum(line.get("status") != "ok" for line in launched)
+            progress.planned = max(progress.planned or 0, len(launched))
 
     def line(self, progress: HostProgress) -> str:
         parts = [f"{progress.host}:", f"{progress.counts_text()} done", f"{progress.failed} failed"]

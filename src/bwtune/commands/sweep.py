@@ -199,6 +199,9 @@ def _collect(request: SweepRequest, playbook_run: runner.PlaybookRun) -> SweepOu
         if result.get("error"):
             messages.append(f"host {host}: {result['error']}")
         for number, line in enumerate(result.get("results") or [], start=1):
+            # The inventory name, not the node's own hostname: two inventory hosts on one
+            # machine stay apart, and the database matches the inventory.
+            line = {**line, "host": host} if isinstance(line, dict) else line
             try:
                 results_db.validate_result(line, f"{host} result {number}")
             except results_db.ResultsFormatError as exc:

@@ -38,6 +38,7 @@ def test_the_final_ok_finishes_the_host_and_counts_its_results() -> None:
     state = SweepState.for_hosts({"gpu1": False})
     state.update(event("retry", "gpu1", progress(5, current={"config": "c9", "phase": "stopping"})))
     lines = [{"status": "ok", "simulated": True}] * 5 + [{"status": "oom", "simulated": True}]
+    lines += [{"status": "pruned", "simulated": True}, {"status": "duplicate", "simulated": True}]
     line = state.update(event("ok", "gpu1", {**progress(6, 1, None, 0), "result": {"results": lines}}))
     assert line == "gpu1:  6/6 done  1 failed  finished  (simulated)"
     assert state.hosts["gpu1"].finished and state.hosts["gpu1"].current is None
