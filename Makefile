@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml hatch_build.py
 	touch $@
 
 demo: $(STAMP)
-	$(BIN)/bwtune plan examples/qwen35-397b-nvfp4-sm120.yml
+	$(BIN)/bwtune demo
 
 test: lint typecheck ansible-lint sanity pytest
 

@@ -83,7 +83,7 @@ class SweepOptions:
         self.release_timeout_s = float(params.get("release_timeout_s") or 120.0)
         stack = self.facts.get("stack") or {}
         self.fingerprint = str(stack.get("fingerprint") or "unknown")
-        self.host_name = socket.gethostname()
+        self.node = params.get("node") or socket.gethostname()
 
     @classmethod
     def from_params(cls, params: Dict[str, Any]) -> "SweepOptions":
@@ -160,7 +160,7 @@ class Sweep:
         line = {
             "schema": 1,
             "run_id": self.options.run_id,
-            "host": self.options.host_name,
+            "host": self.options.node,
             "config_id": config["id"],
             "point": config.get("point", {}),
             "flags": config.get("flags", {}),
@@ -233,7 +233,18 @@ class Sweep:
         recorded = self.results.config_ids(self.options.run_id)
         for config in self.plan["configs"]:
             if config["status"] in ("pruned", "duplicate") and config["id"] not in recorded:
-                self._record(self._line(config, config["status"], duplicate_of=config.get("duplicate_of")))
+                if config["status"] == "pruned":
+                    message = "; ".join(reason["message"] for reason in config.get("reasons", []))
+                else:
+                    message = "the same launch as %s after SGLang's normalization" % config.get(
+                        "duplicate_of"
+                    )
+                failure = {"class": config["status"], "message": message, "log_tail": []}
+                self._record(
+                    self._line(
+                        config, config["status"], failure=failure, duplicate_of=config.get("duplicate_of")
+                    )
+                )
 
     def outcome(self, previous: Dict[str, Any], leftover: Any, error: Optional[str]) -> Dict[str, Any]:
         lines = list(previous.values()) + self.lines

@@ -56,6 +56,9 @@ options:
   api_key:
     description: Passed to the server as C(--api-key) and used by the benchmark client. Never recorded.
     type: str
+  node:
+    description: The name of this node on each result line (the inventory name). Defaults to its hostname.
+    type: str
   host:
     description: The address the server listens on and the client connects to.
     type: str
@@ -169,6 +172,7 @@ def main():
             python=dict(type="path", default="python3"),
             env=dict(type="dict", default={}),
             api_key=dict(type="str", no_log=True),
+            node=dict(type="str"),
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
             strategy=dict(type="str", choices=["grid", "coordinate", "screen"], default="grid"),

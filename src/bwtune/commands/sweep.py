@@ -14,7 +14,7 @@ from typing import Any
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
 from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
-from bwtune import matrix_file, results_db, runner
+from bwtune import matrix_file, report, results_db, runner
 from bwtune.progress import ProgressView, SweepState
 
 NAME = "sweep"
@@ -246,16 +246,11 @@ def _plan_summary(by_host: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def write_reports(conn: Any, run_id: str) -> list[Path]:
-    """report.html and report.md in the run directory, by the report package."""
-    try:
-        from bwtune import report
-    except ImportError:
-        return []
-    writer = getattr(report, "write_reports", None)
-    if writer is None:
-        return []
-    written = writer(conn, run_id, results_db.run_dir(run_id))
-    return [Path(p) for p in (written.values() if isinstance(written, Mapping) else written)]
+    """report.html and report.md in the run directory."""
+    directory = results_db.run_dir(run_id)
+    html, markdown = directory / "report.html", directory / "report.md"
+    report.write_report(conn, run_id, html_path=html, md_path=markdown)
+    return [html, markdown]
 
 
 def print_outcome(outcome: SweepOutcome, as_json: bool, stream: Any = None) -> None:
