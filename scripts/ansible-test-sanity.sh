@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 mkdir -p build
-work=$(mktemp -d "$root/build/ansible-test.XXXXXX")
+# Outside the repo: inside it, ansible-test would ask git and see only ignored files.
+work=$(mktemp -d "${TMPDIR:-/tmp}/bwtune-ansible-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 dest=$work/ansible_collections/bwtune/sglang
 
@@ -30,6 +31,10 @@ subprocess.check_call([sys.executable, "-m", "pip", "install", *args], env=os.en
 PY
 
 mkdir -p "$dest"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$dest" -xf -
+# Only what the collection ships (galaxy.yml's build_ignore leaves out the Python package,
+# its tests and tools), plus ansible-test's own config under tests/.
+git ls-files -co --exclude-standard -z \
+    | grep -zvE '^(src|benchmarks|scripts|\.ci)/|^tests/(unit|integration|oracle|standin|fixtures)/|^(pyproject\.toml|hatch_build\.py|Makefile)$' \
+    | tar --null -T - -cf - | tar -C "$dest" -xf -
 cd "$dest"
 ansible-test sanity --venv --python 3.11 "$@"

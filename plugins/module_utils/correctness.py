@@ -118,7 +118,7 @@ async def _ask(client: BenchClient, p: CorrectnessPrompt, timeout_s: float) -> t
     through /v1/chat/completions with thinking off (the answer must fit in a few tokens)."""
     try:
         if p.mode == "completion":
-            ok, text, _ = await client.generate_text(p.prompt, p.max_new_tokens, timeout_s=timeout_s)
+            ok, text, _error = await client.generate_text(p.prompt, p.max_new_tokens, timeout_s=timeout_s)
             return (text, "") if ok else (None, text)
         payload = {
             "model": client.model,

@@ -65,7 +65,7 @@ def _elf_sections(f) -> dict[str, tuple[int, int]]:
         else:
             name, _t, _fl, _addr, off, size = struct.unpack_from("<IIIIII", raw, base)
         headers.append((name, off, size))
-    _, stroff, strsize = headers[shstrndx]
+    _name, stroff, strsize = headers[shstrndx]
     f.seek(stroff)
     strtab = f.read(strsize)
     sections = {}

@@ -383,8 +383,8 @@ def gather(run: Runner, nvidia_smi: str | None, wanted: str = NVIDIA_SMI) -> dic
     if rc != 0 or not out.strip():
         reason, message = classify_failure(rc, out, err)
         return unavailable(reason, message)
-    crc, cout, _ = run([nvidia_smi, *CAPS_ARGV[1:]])
-    trc, tout, _ = run([nvidia_smi, *TOPO_ARGV[1:]])
+    crc, cout, _cerr = run([nvidia_smi, *CAPS_ARGV[1:]])
+    trc, tout, _terr = run([nvidia_smi, *TOPO_ARGV[1:]])
     return build_facts(out, cout if crc == 0 else None, tout if trc == 0 else None)
 
 

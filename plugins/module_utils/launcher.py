@@ -161,7 +161,7 @@ def group_members(pgid: int, leader: int | None = None, min_start: int | None = 
         return set()
     members = {
         pid
-        for pid, (_, _, pgrp, sess, start) in stats.items()
+        for pid, (_state, _ppid, pgrp, sess, start) in stats.items()
         if (pgrp == pgid or sess == pgid) and (min_start is None or start >= min_start)
     }
     if leader is not None and leader in stats:

@@ -133,7 +133,8 @@ def rule(
     id: str, kind: str, source: str, versions: str = "*", gpus: tuple[str, ...] = GPUS
 ) -> Callable[[Check], Check]:
     """Register a rule; the function's docstring is its one-line summary."""
-    assert kind in KINDS, kind
+    if kind not in KINDS:
+        raise ValueError("rule kind must be one of %s, got %r" % (KINDS, kind))
 
     def register(fn: Check) -> Check:
         summary = (fn.__doc__ or id).strip().splitlines()[0]

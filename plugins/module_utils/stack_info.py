@@ -161,7 +161,7 @@ def _git_head(start: str | None, levels: int = 3) -> str | None:
     path = os.path.abspath(start)
     if {"site-packages", "dist-packages"} & set(path.split(os.sep)):
         return None
-    for _ in range(levels + 1):
+    for _level in range(levels + 1):
         dotgit = os.path.join(path, ".git")
         if os.path.isfile(dotgit):  # worktree or submodule: "gitdir: <path>"
             with open(dotgit, encoding="utf-8") as fh:
@@ -337,7 +337,7 @@ def build_facts(
 def driver_version(run: Runner, nvidia_smi: str | None) -> str | None:
     if not nvidia_smi:
         return None
-    rc, out, _ = run([nvidia_smi, "--query-gpu=driver_version", "--format=csv,noheader"])
+    rc, out, _err = run([nvidia_smi, "--query-gpu=driver_version", "--format=csv,noheader"])
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
     return lines[0] if rc == 0 and lines else None
 

@@ -146,7 +146,7 @@ def coordinate(
             if config_id not in scores.results:
                 yield config_id
             tried.append((value, config_id))
-        winner = scores.best([config_id for _, config_id in tried])
+        winner = scores.best([config_id for _value, config_id in tried])
         best_value_of_axis[axis] = next((v for v, c in tried if c == winner), start[axis])
 
     combined = launchable({**start, **best_value_of_axis})

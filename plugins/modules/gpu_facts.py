@@ -29,14 +29,15 @@ options:
     type: str
     default: nvidia-smi
 author:
-  - bwtune developers
+  - bwtune developers (@bwtune)
+extends_documentation_fragment:
+  - bwtune.sglang.attributes
+  - bwtune.sglang.attributes.facts
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
-  facts:
-    support: full
 notes:
   - The layout of C(bwtune_gpu) is described in the collection's docs/facts.md.
 """
@@ -73,7 +74,7 @@ ansible_facts:
           returned: always
         reason:
           description:
-            - Why no GPU is usable, null when O(available) is true.
+            - Why no GPU is usable, null when RV(ansible_facts.bwtune_gpu.available) is true.
             - One of C(nvidia-smi-missing), C(nvml-init-failed), C(driver-not-loaded),
               C(no-gpus), C(nvidia-smi-failed), C(parse-error).
           type: str

@@ -37,14 +37,15 @@ options:
     type: bool
     default: true
 author:
-  - bwtune developers
+  - bwtune developers (@bwtune)
+extends_documentation_fragment:
+  - bwtune.sglang.attributes
+  - bwtune.sglang.attributes.facts
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
-  facts:
-    support: full
 notes:
   - The layout of C(bwtune_stack) is described in the collection's docs/facts.md.
   - Importing SGLang's argument parser imports torch; allow a few seconds.

@@ -108,7 +108,9 @@ options:
     type: float
     default: 120
 author:
-  - bwtune developers
+  - bwtune developers (@bwtune)
+extends_documentation_fragment:
+  - bwtune.sglang.attributes
 attributes:
   check_mode:
     support: full

@@ -12,7 +12,7 @@ version_added: "0.1.0"
 description:
   - Reads the progress file that a running M(bwtune.sglang.sweep) keeps beside its results
     file, and says whether the sweep has finished.
-  - Meant for an C(until) loop after the sweep was started with C(async) and C(poll: 0);
+  - Meant for an C(until) loop after the sweep was started with C(async) and C(poll=0);
     each retry carries the progress, which C(bwtune sweep) turns into its live view.
   - Notices a sweep that died (its process is gone and it never finished), and a sweep
     module that failed before it started (from the async job file).
@@ -40,7 +40,9 @@ options:
     type: float
     default: 120
 author:
-  - bwtune developers
+  - bwtune developers (@bwtune)
+extends_documentation_fragment:
+  - bwtune.sglang.attributes
 attributes:
   check_mode:
     support: full
@@ -108,7 +110,7 @@ def _async_job_failure(async_dir, job_id):
     if not job_id:
         return None
     try:
-        with open(os.path.join(os.path.expanduser(async_dir), job_id)) as src:
+        with open(os.path.join(async_dir, job_id)) as src:
             job = json.load(src)
     except (OSError, ValueError):
         return None
