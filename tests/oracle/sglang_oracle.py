@@ -1,0 +1,88 @@
+"""Real SGLang as the oracle for bwtune's flag catalog and rules (pytest side).
+
+Import it from tests as a plain module:
+
+    from tests.oracle.sglang_oracle import evaluate, oracle_python, QWEN35_NVFP4
+
+    [result] = evaluate("0.5.23", "sm120", [["--model-path", str(QWEN35_NVFP4), "--tp", "8"]])
+    result["ok"], result["error_type"], result["error"], result["where"], result["values"]
+
+`oracle_python(version)` builds the release's venv on first use (tests/oracle/make_venv.sh,
+a few minutes; cached under build/oracle/) and returns its python. `evaluate` runs
+tests/oracle/sglang_eval.py in it: one process per call, a forked child per case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ORACLE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = ORACLE_DIR.parent.parent
+BUILD_DIR = REPO_ROOT / "build" / "oracle"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "models"
+QWEN35_NVFP4 = FIXTURES / "qwen35-397b-a17b-nvfp4"
+
+CURRENT = "0.5.23"
+MARCH_2026 = "0.5.9"  # on PyPI 2026-02-23; 0.5.10rc0 came 2026-03-27
+VERSIONS = (CURRENT, MARCH_2026)
+GPUS = ("sm120", "sm100", "sm90")
+
+# A build of one venv takes minutes; evaluating takes seconds per call plus ~0.1 s a case.
+_BUILD_TIMEOUT_S = 1800
+
+
+class OracleError(RuntimeError):
+    """The oracle itself failed (venv build, evaluator crash), not SGLang's verdict."""
+
+
+def oracle_python(version: str) -> Path:
+    """Python of the oracle venv for SGLang `version`, built if missing or stale."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    python = BUILD_DIR / f"sglang-{version}" / "bin" / "python"
+    proc = subprocess.run(  # idempotent, and locks against parallel builders itself
+        ["bash", str(ORACLE_DIR / "make_venv.sh"), version],
+        capture_output=True,
+        text=True,
+        timeout=_BUILD_TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0 or not python.exists():
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise OracleError(f"make_venv.sh {version} failed (exit {proc.returncode}):\n{tail}")
+    return python
+
+
+def evaluate(version: str, gpu: str, argvs: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """SGLang `version`'s verdict on each argv (what follows `python -m sglang.launch_server`).
+
+    Each result: {"ok", "error_type", "error" (first line), "where" (sglang/...py:LINE),
+    "values" ({flag: final value} for every flag, on success)}.
+    """
+    if gpu not in GPUS:
+        raise ValueError(f"gpu {gpu!r} is not one of {GPUS}")
+    python = oracle_python(version)
+    request = json.dumps({"gpu": gpu, "cases": [list(map(str, argv)) for argv in argvs]})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_"))}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run(
+        [str(python), str(ORACLE_DIR / "sglang_eval.py")],
+        input=request,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=180 + 10 * len(argvs),
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise OracleError(f"sglang_eval.py ({version}, {gpu}) failed (exit {proc.returncode}):\n{tail}")
+    results: list[dict[str, Any]] = json.loads(proc.stdout)
+    if len(results) != len(argvs):
+        raise OracleError(f"sglang_eval.py answered {len(results)} cases for {len(argvs)}")
+    return results

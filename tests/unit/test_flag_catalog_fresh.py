@@ -1,0 +1,52 @@
+"""The committed flag catalog is what the SGLang releases' own parsers say today."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "oracle"))
+import sglang_oracle  # noqa: E402
+
+pytestmark = pytest.mark.oracle
+
+CATALOG = REPO / "plugins" / "module_utils" / "sglang_flags.py"
+
+
+def test_regenerated_catalog_equals_committed(tmp_path: Path) -> None:
+    for version in sglang_oracle.VERSIONS:
+        sglang_oracle.oracle_python(version)  # builds the venv on a clean machine
+    out = tmp_path / "sglang_flags.py"
+    ruff = Path(sys.executable).parent / "ruff"
+    env = {**os.environ, "RUFF": str(ruff), "TMPDIR": str(tmp_path)}
+    subprocess.run(
+        ["bash", str(REPO / "scripts" / "regen-flag-catalog.sh"), str(out)], check=True, env=env, timeout=600
+    )
+    assert out.read_text() == CATALOG.read_text(), (
+        "plugins/module_utils/sglang_flags.py is stale: run scripts/regen-flag-catalog.sh"
+    )
+
+
+def test_catalog_covers_both_releases_and_their_known_difference() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(CATALOG.read_text(), str(CATALOG), "exec"), namespace)
+    tables = namespace["FLAG_TABLES"]
+    assert isinstance(tables, dict)
+    assert set(tables) == set(sglang_oracle.VERSIONS)
+    current = tables[sglang_oracle.CURRENT]["flags"]
+    march = tables[sglang_oracle.MARCH_2026]["flags"]
+    # The mamba strategy flag was renamed between the releases; the old name is gone.
+    assert "mamba-scheduler-strategy" in march and "mamba-scheduler-strategy" not in current
+    assert "mamba-radix-cache-strategy" in current
+    tp = current["tp-size"]
+    assert tp["dest"] == "tp_size" and tp["type"] == "int" and tp["aliases"] == ["tensor-parallel-size"]
+    # 0.5.9 parses --tensor-parallel-size/--tp-size into dest tensor_parallel_size; the name
+    # still follows the ServerArgs field (tp_size).
+    assert march["tp-size"]["dest"] == "tensor_parallel_size"
+    moe = current["moe-runner-backend"]
+    assert moe["default"] == "auto" and "flashinfer_cutlass" in moe["choices"]
