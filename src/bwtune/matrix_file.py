@@ -42,7 +42,18 @@ def load(path: str | Path) -> MatrixFile:
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise MatrixFileError(f"{path}: cannot read: {reason}") from None
-    return loads(text, path)
+    matrix = loads(text, path)
+    _resolve_model_path(matrix)
+    return matrix
+
+
+def _resolve_model_path(matrix: MatrixFile) -> None:
+    """A relative `model.path` is relative to the matrix file (as in docker-compose files)."""
+    model = matrix.data.get("model") if isinstance(matrix.data, dict) else None
+    if isinstance(model, dict) and isinstance(model.get("path"), str) and model["path"]:
+        model_path = Path(model["path"]).expanduser()
+        if not model_path.is_absolute():
+            model["path"] = str((matrix.path.parent / model_path).resolve())
 
 
 def loads(text: str, path: str | Path = "<matrix>") -> MatrixFile:
