@@ -17,7 +17,7 @@ import signal
 import socket
 import time
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import (
     bench_client,
@@ -29,7 +29,8 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import (
     sweep_state,
 )
 
-REDACTED = "********"
+# The name of the screening workload in a result's metrics (strategy "screen").
+SCREEN = "screen"
 
 
 class BadInput(ValueError):
@@ -153,6 +154,8 @@ class Sweep:
         self.reference: Optional[List[Dict[str, Any]]] = None
         self.lines: List[Dict[str, Any]] = []
         self.launches = 0
+        self.best_screen: Optional[Tuple[float, float]] = None
+        self.best_screen_value: Optional[float] = None
 
     # -- one line per config -----------------------------------------------------------
 
@@ -262,6 +265,7 @@ class Sweep:
             "launches": self.launches,
             "resumed": len(previous),
             "saved_launches": max(valid - self.launches - len(previous), 0),
+            "screened_out": sum(1 for line in self.lines if line.get("screened_out")),
             "by_status": counts,
             "objective": {
                 "workload": self.objective.workload,
@@ -339,8 +343,11 @@ class Sweep:
 
         metrics: Dict[str, Any] = {}
         clock = time.monotonic()
-        for n, workload in enumerate(self.workloads, 1):
-            progress.phase(config["id"], "workload", n, len(self.workloads))
+        workloads = self.workloads
+        if options.strategy == "screen":
+            workloads = [self.screen_workload, *self.workloads]
+        for n, workload in enumerate(workloads, 1):
+            progress.phase(config["id"], "workload", n, len(workloads))
             try:
                 metrics[workload["name"]] = bench_client.run_workload(
                     options.host, port, bench_client.Workload.from_dict(workload), api_key=options.api_key
@@ -358,10 +365,41 @@ class Sweep:
                 return self._failed(
                     config, server, "crashed", "server exited during workload %s" % workload["name"]
                 )
+            if workload["name"] == SCREEN and not self._screen_passes(metrics[SCREEN]):
+                timings["bench_s"] = round(time.monotonic() - clock, 3)
+                return self._line(config, "ok", metrics=metrics, screened_out=True)
         timings["bench_s"] = round(time.monotonic() - clock, 3)
         accept = [m.get("values", {}).get("accept_length") for m in metrics.values()]
         accept = [a for a in accept if a is not None]
         return self._line(config, "ok", metrics=metrics, accept_length=accept[0] if accept else None)
+
+    @property
+    def screen_workload(self) -> Dict[str, Any]:
+        """A short version of the objective's workload: same shape, fewer and shorter requests."""
+        base = next((w for w in self.workloads if w["name"] == self.objective.workload), self.workloads[0])
+        concurrency = int(base.get("concurrency") or 1)
+        return dict(
+            base,
+            name=SCREEN,
+            output_len=min(int(base["output_len"]), 128),
+            num_prompts=max(concurrency, 4),
+            repetitions=3,
+            warmup=1,
+        )
+
+    def _screen_passes(self, screen_metrics: Dict[str, Any]) -> bool:
+        """Keep the best screening interval so far; full workloads only for those not worse."""
+        probe = {"status": "ok", "metrics": {SCREEN: screen_metrics}}
+        interval = self.objective.interval(probe, SCREEN)
+        if interval is None:
+            return False
+        passes = strategies.screen_passes(interval, self.best_screen, self.objective.goal)
+        value = self.objective.value(probe, SCREEN)
+        if value is not None and (
+            self.best_screen_value is None or self.objective.better(value, self.best_screen_value)
+        ):
+            self.best_screen, self.best_screen_value = interval, value
+        return passes
 
     def _failed(
         self, config: Dict[str, Any], server: Any, failure_class: str, message: str
