@@ -32,6 +32,10 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import (
 # The name of the screening workload in a result's metrics (strategy "screen").
 SCREEN = "screen"
 
+# A crashing server's sockets close before the kernel reports the process dead, so a client
+# sees the broken connection first: after errors, wait this long before calling it alive.
+DEATH_GRACE_S = 2.0
+
 
 class BadInput(ValueError):
     """The matrix or the options are wrong: nothing was launched."""
@@ -147,8 +151,9 @@ class Sweep:
         self.options = options
         self.plan = the_plan
         self.configs = {c["id"]: c for c in the_plan["configs"]}
-        self.workloads = list(options.matrix.get("workloads") or [])
-        self.objective = strategies.Objective.from_matrix(options.matrix)
+        # The plan's workloads carry every key with its default written out: the one definition.
+        self.workloads = {launch["config"]: launch["workloads"] for launch in the_plan["launches"]}
+        self.objective = strategies.Objective.from_matrix({**options.matrix, **the_plan})
         self.scores = strategies.Scoreboard(self.objective)
         self.results = results_file.ResultsFile(options.results_path)
         self.reference: Optional[List[Dict[str, Any]]] = None
@@ -335,7 +340,7 @@ class Sweep:
         gate = correctness.run_gate(options.host, port, reference=self.reference, api_key=options.api_key)
         timings["gate_s"] = round(time.monotonic() - clock, 3)
         if not gate.passed:
-            if server.exit_code() is not None:
+            if _exit_code(server, DEATH_GRACE_S) is not None:
                 return self._failed(config, server, "crashed", "server exited during the correctness gate")
             return self._failed(config, server, "wrong-output", gate.message)
         if self.reference is None:
@@ -343,9 +348,9 @@ class Sweep:
 
         metrics: Dict[str, Any] = {}
         clock = time.monotonic()
-        workloads = self.workloads
+        workloads = self.workloads[config["id"]]
         if options.strategy == "screen":
-            workloads = [self.screen_workload, *self.workloads]
+            workloads = [self.screen_workload(workloads), *workloads]
         for n, workload in enumerate(workloads, 1):
             progress.phase(config["id"], "workload", n, len(workloads))
             try:
@@ -353,7 +358,7 @@ class Sweep:
                     options.host, port, bench_client.Workload.from_dict(workload), api_key=options.api_key
                 )
             except Exception as exc:  # a server that dies mid-benchmark is the config's failure
-                if server.exit_code() is not None:
+                if _exit_code(server, DEATH_GRACE_S) is not None:
                     return self._failed(
                         config,
                         server,
@@ -361,7 +366,8 @@ class Sweep:
                         "server exited during workload %s: %s" % (workload["name"], exc),
                     )
                 raise
-            if server.exit_code() is not None:
+            failed = any(rep.get("failed") for rep in metrics[workload["name"]].get("repetitions", []))
+            if _exit_code(server, DEATH_GRACE_S if failed else 0.0) is not None:
                 return self._failed(
                     config, server, "crashed", "server exited during workload %s" % workload["name"]
                 )
@@ -373,10 +379,9 @@ class Sweep:
         accept = [a for a in accept if a is not None]
         return self._line(config, "ok", metrics=metrics, accept_length=accept[0] if accept else None)
 
-    @property
-    def screen_workload(self) -> Dict[str, Any]:
+    def screen_workload(self, workloads: List[Dict[str, Any]]) -> Dict[str, Any]:
         """A short version of the objective's workload: same shape, fewer and shorter requests."""
-        base = next((w for w in self.workloads if w["name"] == self.objective.workload), self.workloads[0])
+        base = next((w for w in workloads if w["name"] == self.objective.workload), workloads[0])
         concurrency = int(base.get("concurrency") or 1)
         return dict(
             base,
@@ -410,6 +415,16 @@ class Sweep:
             "log_tail": launcher.log_tail(server.log_path, 50),
         }
         return self._line(config, failure_class, failure=failure)
+
+
+def _exit_code(server: Any, grace_s: float) -> Optional[int]:
+    """The server's exit code, giving a dying one up to grace_s to be seen dead; None if it runs."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        code = server.exit_code()
+        if code is not None or time.monotonic() >= deadline:
+            return code
+        time.sleep(0.05)
 
 
 def _raise_cancelled(signum: int, frame: Any) -> None:
