@@ -114,7 +114,11 @@ def _async_job_failure(async_dir, job_id):
             job = json.load(src)
     except (OSError, ValueError):
         return None
-    if job.get("finished") and (job.get("failed") or job.get("rc")):
+    # While the job runs its file says {"started": 1, "finished": 0}; once it ends the file is
+    # the module's own result, without "started" (the rule async_status follows).
+    if "started" in job and not job.get("finished"):
+        return None
+    if job.get("failed") or job.get("rc"):
         return job.get("msg") or "the sweep module failed"
     return None
 
