@@ -8,10 +8,11 @@ where each argv is what follows `python -m sglang.launch_server`. Writes a JSON 
 stdout, one entry per case:
 
     {"ok": bool, "error_type": str | null, "error": str | null, "where": str | null,
-     "values": {flag-name-without-dashes: final value}}
+     "statement": str | null, "values": {flag-name-without-dashes: final value}}
 
-`error` is the first line of the message, `where` the innermost SGLang source line
-that raised (path relative to site-packages). `values` (on success only) holds every
+`error` is the first line of the message (empty for a bare `assert`), `where` the
+innermost SGLang source line that raised (path relative to site-packages), `statement`
+the whole statement there, on one line (what a bare `assert` checked). `values` (on success only) holds every
 flag the parser has, with the value SGLang settled on after its own processing.
 
 Each case runs what launch_server runs for arguments, in that release's order:
@@ -28,7 +29,9 @@ so SGLang falls back to those.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import linecache
 import os
 import stat
 import sys
@@ -157,14 +160,37 @@ def _parser_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
     raise argparse.ArgumentError(None, message)
 
 
-def _where(exc: BaseException) -> str | None:
+def _sglang_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """Innermost frame of the traceback that lies in the sglang package."""
-    where = None
+    found = None
     for frame in traceback.extract_tb(exc.__traceback__):
-        marker = f"{os.sep}sglang{os.sep}"
-        if marker in frame.filename:
-            where = "sglang/" + frame.filename.split(marker, 1)[1].replace(os.sep, "/") + f":{frame.lineno}"
-    return where
+        if f"{os.sep}sglang{os.sep}" in frame.filename:
+            found = frame
+    return found
+
+
+def _where(frame: traceback.FrameSummary | None) -> str | None:
+    if frame is None:
+        return None
+    relative = frame.filename.split(f"{os.sep}sglang{os.sep}", 1)[1].replace(os.sep, "/")
+    return f"sglang/{relative}:{frame.lineno}"
+
+
+def _statement(frame: traceback.FrameSummary | None) -> str | None:
+    """The whole statement that raised (an `assert` without a message says what it checked)."""
+    if frame is None or frame.lineno is None:
+        return None
+    source = "".join(linecache.getlines(frame.filename))
+    line = frame.lineno
+    innermost: ast.stmt | None = None
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.stmt):
+            continue
+        covers = node.lineno <= line <= (node.end_lineno or node.lineno)
+        if covers and (innermost is None or node.lineno >= innermost.lineno):
+            innermost = node
+    text = ast.get_source_segment(source, innermost) if innermost is not None else frame.line
+    return " ".join((text or "").split())[:300] or None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -188,11 +214,13 @@ def evaluate(argv: list[str]) -> dict[str, Any]:
             server_args.resolve_once()
         server_args.check_server_args()
     except BaseException as exc:  # SGLang raises ValueError, AssertionError, RuntimeError, ...
+        frame = _sglang_frame(exc)
         return {
             "ok": False,
             "error_type": type(exc).__name__,
             "error": _first_line(exc),
-            "where": _where(exc),
+            "where": _where(frame),
+            "statement": _statement(frame),
             "values": {},
         }
 
@@ -210,7 +238,7 @@ def evaluate(argv: list[str]) -> dict[str, Any]:
         else:
             value = getattr(server_args, field)
         values[name] = plain(value)
-    return {"ok": True, "error_type": None, "error": None, "where": None, "values": values}
+    return {"ok": True, "error_type": None, "error": None, "where": None, "statement": None, "values": values}
 
 
 def _run_forked(argv: list[str]) -> dict[str, Any]:
@@ -222,8 +250,8 @@ def _run_forked(argv: list[str]) -> dict[str, Any]:
         try:
             result = evaluate(argv)
         except BaseException as exc:  # a bug here, not SGLang's verdict
-            result = {"ok": False, "error_type": "OracleError", "error": repr(exc), "where": None}
-            result["values"] = {}
+            result = {"ok": False, "error_type": "OracleError", "error": repr(exc)}
+            result.update(where=None, statement=None, values={})
         with os.fdopen(write_fd, "w") as out:
             json.dump(result, out)
         os._exit(0)
@@ -237,6 +265,7 @@ def _run_forked(argv: list[str]) -> dict[str, Any]:
             "error_type": "OracleError",
             "error": f"evaluation process died (wait status {status})",
             "where": None,
+            "statement": None,
             "values": {},
         }
     answer: dict[str, Any] = json.loads(data)

@@ -5,7 +5,8 @@ Import it from tests as a plain module:
     from tests.oracle.sglang_oracle import evaluate, oracle_python, QWEN35_NVFP4
 
     [result] = evaluate("0.5.23", "sm120", [["--model-path", str(QWEN35_NVFP4), "--tp", "8"]])
-    result["ok"], result["error_type"], result["error"], result["where"], result["values"]
+    result["ok"], result["error_type"], result["error"], result["where"], result["statement"],
+    result["values"]
 
 `oracle_python(version)` builds the release's venv on first use (tests/oracle/make_venv.sh,
 a few minutes; cached under build/oracle/) and returns its python. `evaluate` runs
@@ -60,8 +61,11 @@ def oracle_python(version: str) -> Path:
 def evaluate(version: str, gpu: str, argvs: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
     """SGLang `version`'s verdict on each argv (what follows `python -m sglang.launch_server`).
 
-    Each result: {"ok", "error_type", "error" (first line), "where" (sglang/...py:LINE),
-    "values" ({flag: final value} for every flag, on success)}.
+    Each result: {"ok", "error_type" (ArgumentError for argparse's own refusals), "error"
+    (first line of the message; "" for a bare assert), "where" (sglang/...py:LINE that
+    raised), "statement" (that whole statement on one line), "values" ({flag: final
+    value} for every flag of the release's parser, on success; {} on failure)}.
+    An unset --random-seed comes back as a fresh random number each time.
     """
     if gpu not in GPUS:
         raise ValueError(f"gpu {gpu!r} is not one of {GPUS}")

@@ -34,6 +34,7 @@ CASES: dict[str, list[str]] = {
     ],
     "cutlass-moe-ep2": [*FP4, "--moe-runner-backend", "flashinfer_cutlass", "--ep-size", "2"],
     "nnodes-3": [*FP4, "--nnodes", "3"],
+    "dp-attention-3": [*FP4, "--dp-size", "3", "--enable-dp-attention"],
     "old-mamba-flag": [*FP4, "--mamba-scheduler-strategy", "extra_buffer"],
 }
 
@@ -104,6 +105,14 @@ def test_checks_after_processing_run_too(verdicts: Any, version: str) -> None:
     assert ep["error_type"] == "AssertionError" and "expert parallel size" in ep["error"]
     nodes = verdicts[version, "sm120"]["nnodes-3"]  # check_server_args, after resolution
     assert not nodes["ok"] and "divisible by number of nodes" in nodes["error"]
+
+
+@pytest.mark.parametrize("version", sglang_oracle.VERSIONS)
+def test_bare_assert_is_explained_by_its_statement(verdicts: Any, version: str) -> None:
+    result = verdicts[version, "sm120"]["dp-attention-3"]
+    assert result["error_type"] == "AssertionError" and result["error"] == ""
+    assert result["statement"].startswith("assert ") and "tp_size %" in result["statement"]
+    assert result["where"].startswith("sglang/srt/")
 
 
 def test_renamed_mamba_flag_is_unknown_to_the_current_release(verdicts: Any) -> None:
