@@ -172,7 +172,8 @@ class Sweep:
             "config_id": config["id"],
             "point": config.get("point", {}),
             "flags": config.get("flags", {}),
-            "argv": self._recorded_argv(config),
+            "argv": list(config.get("argv", [])),
+            "launch_command": list(self.options.launch_command),
             "status": status,
             "simulated": self.options.simulated,
             "stack_fingerprint": self.options.fingerprint,
@@ -188,9 +189,6 @@ class Sweep:
         }
         line.update(extra)
         return line
-
-    def _recorded_argv(self, config: Dict[str, Any]) -> List[str]:
-        return list(self.options.launch_command) + list(config.get("argv", []))
 
     def _record(self, line: Dict[str, Any]) -> None:
         self.results.append(line)
@@ -288,7 +286,8 @@ class Sweep:
     def launch(self, config: Dict[str, Any], progress: sweep_state.Progress) -> Dict[str, Any]:
         options = self.options
         port = _free_port(options.host, options.port)
-        argv = [*self._recorded_argv(config), "--host", options.host, "--port", str(port)]
+        argv = [*options.launch_command, *config.get("argv", [])]
+        argv += ["--host", options.host, "--port", str(port)]
         if options.api_key:
             argv += ["--api-key", options.api_key]
         log_path = os.path.join(options.log_dir, "%s.log" % config["id"])

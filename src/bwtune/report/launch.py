@@ -63,6 +63,9 @@ def host_vars(result: Mapping[str, Any]) -> dict[str, Any]:
     """Variables for the server role: the model path and every other flag, typed."""
     flags = dict(result.get("flags") or {})
     model = next((flags.pop(name) for name in _MODEL_FLAGS if name in flags), None)
+    if model is None:
+        args = server_args(result)
+        model = next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg[2:] in _MODEL_FLAGS), None)
     return {"sglang_server_model_path": model, "sglang_server_flags": flags}
 
 
