@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "oracle"))
 import sglang_oracle  # noqa: E402
 
-pytestmark = pytest.mark.oracle
+# Building the two oracle venvs on a clean machine takes several minutes (first test only).
+pytestmark = [pytest.mark.oracle, pytest.mark.timeout(2400)]
 
 BASE = ["--model-path", str(sglang_oracle.QWEN35_NVFP4), "--tp-size", "8"]
 FP4 = ["--quantization", "modelopt_fp4"]
