@@ -107,11 +107,31 @@ def test_a_renamed_flag_names_what_the_chosen_release_calls_it() -> None:
     assert "it calls it --mamba-radix-cache-strategy" in err.message
 
 
+def without_marlin(matrix: dict[str, Any]) -> dict[str, Any]:
+    """The example less the `marlin` choices, which 0.5.9 lacks for both flags."""
+    for axis in ("moe-runner-backend", "fp4-gemm-backend"):
+        matrix["axes"][axis] = [v for v in matrix["axes"][axis] if v != "marlin"]
+    return matrix
+
+
 def test_the_older_release_names_the_older_flag() -> None:
-    old = catalog.supported_versions()[0]
-    err = error_of(example(), sglang_version=old)
+    err = error_of(without_marlin(example()), sglang_version="0.5.9")
     assert err.path == ("bundles", "speculative", "mtp3", "mamba-radix-cache-strategy")
     assert "--mamba-scheduler-strategy" in err.message
+
+
+def test_the_older_release_refuses_a_choice_it_lacks() -> None:
+    err = error_of(example(), sglang_version="0.5.9")
+    assert err.path == ("axes", "moe-runner-backend", 3)
+    assert "no choice 'marlin'" in err.message and "SGLang 0.5.9" in err.message
+    matrix = without_marlin(example())
+    matrix["axes"]["fp4-gemm-backend"].append("flashinfer_cutedsl")
+    assert parse(matrix, catalog.get_table, sglang_version="0.5.23").size() == 3 * 3 * 3 * 2  # 0.5.23 has it
+    mtp3 = matrix["bundles"]["speculative"]["mtp3"]
+    mtp3["mamba-scheduler-strategy"] = mtp3.pop("mamba-radix-cache-strategy")
+    err = error_of(matrix, sglang_version="0.5.9")
+    assert err.path == ("axes", "fp4-gemm-backend", 2)
+    assert "no choice 'flashinfer_cutedsl'" in err.message
 
 
 def test_auto_needs_facts_and_takes_them_when_given() -> None:
