@@ -105,18 +105,28 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bwtune.sglang.plugins.module_utils import sweep_state
 
 
-def _async_job_failure(async_dir, job_id):
-    """The failure message of a finished async job, or None while it runs or if it succeeded."""
+def _read_job(async_dir, job_id):
+    """The async job's file and when it was last written, or (None, None) without one."""
     if not job_id:
-        return None
+        return None, None
+    path = os.path.join(async_dir, job_id)
     try:
-        with open(os.path.join(async_dir, job_id)) as src:
+        with open(path) as src:
             job = json.load(src)
+        return job, os.stat(path).st_mtime
     except (OSError, ValueError):
-        return None
+        return None, None
+
+
+def _job_running(job):
     # While the job runs its file says {"started": 1, "finished": 0}; once it ends the file is
     # the module's own result, without "started" (the rule async_status follows).
-    if "started" in job and not job.get("finished"):
+    return job is not None and "started" in job and not job.get("finished")
+
+
+def _async_job_failure(job):
+    """The failure message of a finished async job, or None while it runs or if it succeeded."""
+    if job is None or _job_running(job):
         return None
     if job.get("failed") or job.get("rc"):
         return job.get("msg") or "the sweep module failed"
@@ -142,12 +152,17 @@ def main():
         outcome = sweep_state.cancel(results_path, module.params["cancel_timeout_s"])
         module.exit_json(changed=outcome["cancelled"], finished=True, progress={}, cancel=outcome)
 
+    job, job_written = _read_job(module.params["async_dir"], module.params["job_id"])
     progress = sweep_state.read_progress(results_path) or {}
+    if _job_running(job) and float(progress.get("started_at") or 0) < job_written:
+        # An earlier run's progress (killed or cancelled, same results file): this job's
+        # sweep has not written its own yet, so it is neither finished nor dead.
+        progress = {}
     view = {key: progress.get(key) for key in ("planned", "done", "failed", "current", "eta_s", "run_id")}
     if progress.get("finished"):
         module.exit_json(changed=False, finished=True, progress=view, result=progress.get("result") or {})
 
-    failure = _async_job_failure(module.params["async_dir"], module.params["job_id"])
+    failure = _async_job_failure(job)
     if failure:
         module.exit_json(changed=False, finished=True, progress=view, result={"error": failure})
     if progress and not sweep_state.is_same_process(progress.get("pid"), progress.get("pid_start_time")):
