@@ -242,9 +242,7 @@ class Sweep:
                 if config["status"] == "pruned":
                     message = "; ".join(reason["message"] for reason in config.get("reasons", []))
                 else:
-                    message = "the same launch as %s after SGLang's normalization" % config.get(
-                        "duplicate_of"
-                    )
+                    message = "same launch as %s" % config.get("duplicate_of")
                 failure = {"class": config["status"], "message": message, "log_tail": []}
                 self._record(
                     self._line(

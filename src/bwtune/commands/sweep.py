@@ -268,42 +268,65 @@ def print_outcome(outcome: SweepOutcome, as_json: bool, stream: Any = None) -> N
 
 
 def print_results_table(output: Mapping[str, Any], out: Any) -> None:
+    """One row per config: best first, then the other measured ones, then the failures."""
     from rich.console import Console
     from rich.table import Table
 
     summary = output.get("summary") or {}
     objective = summary.get("objective") or {}
     metric = objective.get("metric", "objective")
-    simulated = " (SIMULATED: stand-in, not a GPU)" if summary.get("simulated") else ""
-    table = Table(title=f"run {output.get('run_id')}{simulated}", title_justify="left")
-    for column in ("config", "host", "status", metric, "95% CI", "flags"):
+    goal = objective.get("goal", "max")
+    simulated = summary.get("simulated")
+    results = list(output.get("results") or [])
+    axes = sorted({axis for result in results for axis in (result.get("point") or {})})
+    hosts = {result.get("host") for result in results}
+    title = f"run {output.get('run_id')}" + ("  SIMULATED: bwtune stand-in, not a GPU" if simulated else "")
+    table = Table(title=title, title_justify="left")
+    host_column = ["host"] if len(hosts) > 1 else []
+    columns = ["config", *host_column, *axes, "status", f"{metric} ({goal})", "95% CI"]
+    for column in columns:
         table.add_column(column, overflow="fold")
     best = output.get("best") or {}
-    for result in output.get("results") or []:
+
+    def order(result: Mapping[str, Any]) -> tuple[int, float]:
         value = result.get("objective")
-        ci = result.get("objective_ci95")
-        mark = (
-            " *"
-            if best and result.get("id") == best.get("id") and result.get("host") == best.get("host")
-            else ""
-        )
+        if value is None:
+            return (1, 0.0)
+        return (0, -value if goal == "max" else value)
+
+    for result in sorted(results, key=order):
+        is_best = bool(best) and result.get("id") == best.get("id") and result.get("host") == best.get("host")
+        value, ci = result.get("objective"), result.get("objective_ci95")
+        point = result.get("point") or {}
         table.add_row(
-            f"{result.get('id')}{mark}",
-            str(result.get("host")),
-            str(result.get("status")),
+            f"{result.get('id')}{' *' if is_best else ''}",
+            *([str(result.get("host"))] if len(hosts) > 1 else []),
+            *(str(point.get(axis, "")) for axis in axes),
+            _status_text(result),
             "" if value is None else f"{value:.1f}",
             "" if not ci else f"{ci[0]:.1f} .. {ci[1]:.1f}",
-            _point_text(result),
+            style="bold" if is_best else None,
         )
-    console = Console(file=out, width=max(100, Console(file=out).width))
+    # A file or pipe gets the whole table unwrapped; a terminal gets its own width.
+    console = Console(file=out, width=None if Console(file=out).is_terminal else 200)
     console.print(table)
     if best:
-        console.print(f"best: {best.get('id')} on {best.get('host')}{' (simulated)' if simulated else ''}")
+        note = " (simulated)" if simulated else ""
+        value = best.get("objective")
+        shown = "" if value is None else f": {value:.1f} {metric}"
+        console.print(f"best: {best.get('id')} on {best.get('host')}{shown}{note}")
 
 
-def _point_text(result: Mapping[str, Any]) -> str:
-    point = result.get("point") or result.get("flags") or {}
-    return " ".join(f"{k}={v}" for k, v in point.items()) if isinstance(point, Mapping) else str(point)
+def _status_text(result: Mapping[str, Any]) -> str:
+    """The status, with the short why of a row that never launched."""
+    status = str(result.get("status"))
+    reasons = result.get("reasons") or []
+    if status == "pruned" and reasons:
+        return f"pruned ({reasons[0].get('kind')}: {reasons[0].get('rule')})"
+    message = (result.get("failure") or {}).get("message")
+    if status == "duplicate" and message:
+        return f"duplicate: {message}"
+    return status
 
 
 def _check_run_id(run_id: str) -> None:
