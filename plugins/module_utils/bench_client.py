@@ -31,13 +31,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import (
 
 # The workload definition lives in its own module (the planner reads it without asyncio);
 # bench_client.Workload is that class.
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_workload import (  # noqa: F401
-    APIS,
-    WORKLOAD_KEYS,
-    Workload,
-    WorkloadError,
-    workload_dict,
-)
+from ansible_collections.bwtune.sglang.plugins.module_utils.bench_workload import Workload, workload_dict
 
 # Token ids for synthetic prompts: inside every real model's vocabulary, clear of special tokens.
 DEFAULT_VOCAB = (1000, 30000)
@@ -118,7 +112,7 @@ class _Response:
         self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
         headers = {}
         for line in lines[1:]:
-            k, _, v = line.partition(":")
+            k, _sep, v = line.partition(":")
             headers[k.strip().lower()] = v.strip().lower()
         if headers.get("connection") == "close" or parts[0] == "HTTP/1.0":
             self.keep_alive = False
@@ -261,7 +255,7 @@ class HttpClient:
             if not conn.closed:
                 return conn
         loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(_Connection, self.host, self.port)
+        _transport, conn = await loop.create_connection(_Connection, self.host, self.port)
         return conn
 
     def request_bytes(self, method: str, path: str, body: bytes | None = None) -> bytes:
@@ -281,7 +275,8 @@ class HttpClient:
         loop = asyncio.get_running_loop()
         resp = _Response(on_body, loop.create_future())
         conn.response = resp
-        assert conn.transport is not None
+        if conn.transport is None:
+            raise ConnectionError("connection to %s:%d closed before the request" % (self.host, self.port))
         conn.transport.write(raw)
         try:
             await asyncio.wait_for(resp.done, timeout_s or self.timeout_s)
@@ -572,7 +567,7 @@ class BenchClient:
     def _prepare(self, w: Workload, rep: int, n: int, output_len: int) -> list[tuple[bytes, int]]:
         rng = random.Random(f"{w.seed}/{w.name}/{rep}")  # fresh ids per repetition: no prefix-cache hits
         out = []
-        for _ in range(n):
+        for _i in range(n):
             ids = self.prompt_ids(rng, w.input_len)
             if w.api == "generate":
                 raw = self.generate_request(ids, output_len, stream=w.stream)
@@ -602,7 +597,7 @@ class BenchClient:
                     raw, plen = reqs[i]
                     results[i] = await self.request(raw, plen, w.api, w.stream)
 
-            await asyncio.gather(*(worker() for _ in range(min(w.concurrency or 1, len(reqs)))))
+            await asyncio.gather(*(worker() for _i in range(min(w.concurrency or 1, len(reqs)))))
         else:
             # Open loop: Poisson arrivals (seeded), capped by concurrency when given.
             rng = random.Random(f"{seed}/arrivals")

@@ -10,12 +10,18 @@ the YAML line numbers can say "examples/x.yml:12: axes.moe-runner-backend[2]: ..
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import bench_workload
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError, FlagTable
+from ansible_collections.bwtune.sglang.plugins.module_utils.gpu_info import node_sm
+from ansible_collections.bwtune.sglang.plugins.module_utils.installed_flags import (
+    installed_sglang,
+    installed_table,
+)
+from ansible_collections.bwtune.sglang.plugins.module_utils.rules import GPUS
 
 Path = tuple[Any, ...]
 
@@ -113,6 +119,8 @@ class Matrix:
     objective: dict[str, Any] | None
     startup_s: float = DEFAULT_STARTUP_S
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The flag table the matrix was checked against: the catalog's, or the node's own parser.
+    table: FlagTable | None = field(default=None, repr=False)
 
     def points(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         """Every (point, flags) not removed by `exclude`, in axis order (last axis varies fastest).
@@ -122,11 +130,11 @@ class Matrix:
         names = [axis.name for axis in self.axes]
         choices = [list(zip(axis.values, axis.flag_sets, strict=True)) for axis in self.axes]
         for combo in itertools.product(*choices):
-            point = {name: value for name, (value, _) in zip(names, combo, strict=True)}
+            point = {name: value for name, (value, _flags) in zip(names, combo, strict=True)}
             if any(_matches(point, ex) for ex in self.excludes):
                 continue
             flags = dict(self.base)
-            for _, flag_set in combo:
+            for _value, flag_set in combo:
                 flags.update(flag_set)
             yield point, flags
 
@@ -371,8 +379,10 @@ def parse(
 ) -> Matrix:
     """Validate a matrix and resolve its GPU and SGLang release.
 
-    `table_for(version) -> FlagTable`; `gpu` / `sglang_version` override the matrix; `auto`
-    takes them from `facts` ({"gpu": {"sm": ...}, "stack": {"sglang_version": ...}}).
+    `table_for(version) -> FlagTable`; `gpu` / `sglang_version` override the matrix. `facts`
+    is `{"gpu": bwtune_gpu, "stack": bwtune_stack, "checkpoint": bwtune_checkpoint}` as the
+    facts modules return them (docs/facts.md): `auto` is filled from them, and when the node
+    has SGLang installed its own parser's flags decide which flags and choices exist.
     """
     _expect(raw, dict, (), "a mapping at the top of the matrix")
     for key in raw:
@@ -383,20 +393,10 @@ def parse(
     hardware = raw.get("hardware") or {}
     _expect(hardware, dict, ("hardware",), "a mapping with gpu and count")
     gpu_count = _positive_int(hardware, "count", ("hardware",), required=False)
-    resolved_gpu = _resolve(gpu or hardware.get("gpu"), ("hardware", "gpu"), facts, ("gpu", "sm"), "GPU")
+    resolved_gpu = _resolve_gpu(gpu or hardware.get("gpu"), facts)
     stack = raw.get("sglang") or {}
     _expect(stack, dict, ("sglang",), "a mapping with version")
-    version = _resolve(
-        sglang_version or stack.get("version"),
-        ("sglang", "version"),
-        facts,
-        ("stack", "sglang_version"),
-        "SGLang version",
-    )
-    try:
-        table = table_for(version)
-    except CatalogError as err:
-        raise MatrixError(("sglang", "version"), str(err)) from None
+    version, table = _resolve_release(sglang_version or stack.get("version"), facts, table_for)
     base = _flag_mapping(table, raw.get("base"), ("base",))
     axes = _axes(table, raw.get("axes"), raw.get("bundles"), base)
     workloads = _workloads(raw.get("workloads"))
@@ -416,20 +416,111 @@ def parse(
         objective=_objective(raw.get("objective"), workloads),
         startup_s=startup_s,
         raw=raw,
+        table=table,
     )
 
 
-def _resolve(value: Any, path: Path, facts: dict[str, Any] | None, fact_path: Path, what: str) -> str:
+AUTO_WITHOUT_FACTS = "{what} is auto but no facts give it (gather facts first, or set it)"
+# SM tags the rules do not cover, and the family whose rules a user may choose for them.
+_FAMILIES = {"sm9": "sm90", "sm10": "sm100", "sm12": "sm120"}
+
+
+def _setting(value: Any, path: Path, what: str) -> str:
     if value is None:
         raise MatrixError(path, f"missing {what} (a value, or auto to take it from the node's facts)")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         raise MatrixError(path, f'write the {what} as a quoted string ("{value}"), YAML read a number')
-    value = _expect(value, str, path, f"the {what}")
-    if value != "auto":
-        return value
-    found: Any = facts
-    for key in fact_path:
-        found = found.get(key) if isinstance(found, dict) else None
-    if not isinstance(found, str) or not found:
-        raise MatrixError(path, f"{what} is auto but no facts give it (gather facts first, or set it)")
-    return found
+    return str(_expect(value, str, path, f"the {what}"))
+
+
+def _facts_part(facts: dict[str, Any] | None, key: str) -> Mapping[str, Any] | None:
+    found = (facts or {}).get(key)
+    return found if isinstance(found, Mapping) else None
+
+
+def _resolve_gpu(value: Any, facts: dict[str, Any] | None) -> str:
+    """`hardware.gpu`: as written, or the node's SM tag (`bwtune_gpu.sm`) for auto."""
+    path: Path = ("hardware", "gpu")
+    value = _setting(value, path, "GPU")
+    gpu_facts = _facts_part(facts, "gpu")
+    if value == "auto":
+        if gpu_facts is None:
+            raise MatrixError(path, AUTO_WITHOUT_FACTS.format(what="GPU"))
+        try:
+            sm = node_sm(dict(gpu_facts))
+        except ValueError as err:
+            raise MatrixError(path, str(err)) from None
+        if sm not in GPUS:
+            raise MatrixError(path, _uncovered_gpu(sm, gpu_facts))
+        return sm
+    node = gpu_facts.get("sm") if gpu_facts and gpu_facts.get("available") else None
+    if node in GPUS and node != value:
+        raise MatrixError(
+            path,
+            f"the matrix is for {value} but the node's GPUs are {node} ({gpu_facts.get('message')}):"  # type: ignore[union-attr]
+            f" set hardware.gpu to {node} or auto",
+        )
+    return value
+
+
+def _uncovered_gpu(sm: str, gpu_facts: Mapping[str, Any]) -> str:
+    known = ", ".join(GPUS)
+    message = (
+        f"gpu: auto found {sm} ({gpu_facts.get('message')}), which bwtune's rules do not cover"
+        f" (they know {known})"
+    )
+    family = next(
+        (
+            tag
+            for prefix, tag in _FAMILIES.items()
+            if sm[: len(prefix)] == prefix and sm[len(prefix) :].isdigit()
+        ),
+        None,
+    )
+    if family:
+        return f"{message}: set hardware.gpu: {family} yourself if {family}'s rules hold for {sm}"
+    return message
+
+
+def _resolve_release(value: Any, facts: dict[str, Any] | None, table_for: Any) -> tuple[str, FlagTable]:
+    """(version, flag table) for `sglang.version`: as written, or the node's installed SGLang.
+
+    With stack facts of an installed SGLang, the matrix must be for that release, and the
+    table is the node's own parser (rules still apply by version range).
+    """
+    path: Path = ("sglang", "version")
+    value = _setting(value, path, "SGLang version")
+    stack = _facts_part(facts, "stack")
+    sglang = installed_sglang(stack)
+    installed = sglang.get("version") if sglang.get("installed") else None
+    where = f"the node's stack ({(stack or {}).get('python') or 'python'})"
+    if value == "auto":
+        if stack is None:
+            raise MatrixError(path, AUTO_WITHOUT_FACTS.format(what="SGLang version"))
+        if not installed:
+            raise MatrixError(path, f"SGLang version is auto but {where} has no SGLang installed")
+        value = str(installed)
+    elif installed and value != installed:
+        raise MatrixError(
+            path,
+            f"the matrix is for SGLang {value} but {where} has SGLang {installed} installed:"
+            f" set sglang.version to auto or {installed!r}",
+        )
+    table = None
+    if installed:
+        try:
+            table = installed_table(stack)
+        except CatalogError as err:
+            raise MatrixError(path, f"the node's SGLang {installed}: {err}") from None
+    if table is None:
+        try:
+            table = table_for(value)
+        except CatalogError as err:
+            hint = (
+                "; the node's stack facts carry no flags of its own parser (gather them with"
+                " stack_facts include_flags: true)"
+                if installed
+                else ""
+            )
+            raise MatrixError(path, f"{err}{hint}") from None
+    return value, table

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import bench_client
+from ansible_collections.bwtune.sglang.plugins.module_utils import bench_client, bench_workload
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import Slo
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import FlagTable
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError, parse
@@ -74,7 +74,7 @@ def test_every_client_key_is_accepted_and_reaches_the_client() -> None:
 def test_the_matrix_knows_exactly_the_clients_keys() -> None:
     # The client's dataclass fields are the source; the matrix adds nothing but estimate_s.
     fields = set(bench_client.Workload.__dataclass_fields__)
-    assert set(bench_client.WORKLOAD_KEYS) == fields | {
+    assert set(bench_workload.WORKLOAD_KEYS) == fields | {
         "slo_ttft_ms",
         "slo_tpot_ms",
         "slo_e2e_ms",

@@ -14,11 +14,11 @@ import pytest
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import (
     BenchClient,
     Workload,
-    WorkloadError,
     _Response,
     run_workload,
 )
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import Slo
+from ansible_collections.bwtune.sglang.plugins.module_utils.bench_workload import WorkloadError
 
 
 def stats(port: int) -> dict[str, Any]:
