@@ -1,0 +1,268 @@
+"""`ansible-playbook playbooks/sweep.yml -i inventory/local.yml` end to end on the stand-in.
+
+The matrix (matrix.yml) has one row per outcome, named after the status the sweep must give
+it; the stand-in profile (profile.yml) gives each row its fault or its speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import planner
+from bwtune.standin.performance import ConfigPerformance
+from bwtune.standin.profile import load_profile
+
+from .conftest import PROFILE, Node, read_lines
+
+LAUNCHED_FAILURES = {
+    "invalid-args": "AssertionError",
+    "unsupported-hardware": "NotImplementedError",
+    "oom": "OutOfMemoryError",
+    "startup-timeout": "never-healthy",
+    "crashed": "illegal memory access",
+    "wrong-output-repeat": None,
+    "wrong-output-nan": None,
+}
+
+
+def expected_status(case: str) -> str:
+    """Rows are named after their status: ok-*, wrong-output-*, or the status itself."""
+    for prefix in ("ok", "wrong-output"):
+        if case.startswith(prefix + "-"):
+            return prefix
+    return case
+
+
+def plan_of(matrix: dict[str, Any]) -> dict[str, Any]:
+    return planner.plan(matrix).to_dict()
+
+
+def launched(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line for line in lines if line["status"] not in ("pruned", "duplicate")]
+
+
+@pytest.mark.slow
+def test_every_config_gets_its_status_and_the_fastest_correct_one_wins(node: Node) -> None:
+    matrix = node.matrix()
+    the_plan = plan_of(matrix)
+    by_case = {c["point"]["case"]: c for c in the_plan["configs"]}
+    assert len(the_plan["configs"]) == 12 and len(the_plan["launches"]) == 10
+
+    done = node.play(node.write_matrix(matrix), "e2e", bwtune_sweep_startup_timeout_s=5)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    lines = read_lines(node.results_path("e2e"))
+    # Every config of the plan has exactly one line.
+    assert Counter(line["config_id"] for line in lines) == Counter(c["id"] for c in the_plan["configs"])
+    status = {line["point"]["case"]: line["status"] for line in lines}
+    assert status == {case: expected_status(case) for case in by_case}
+
+    for line in lines:
+        case, failure = line["point"]["case"], line["failure"]
+        assert line["simulated"] is True and line["run_id"] == "e2e" and line["host"] == "localhost"
+        if line["status"] == "ok":
+            assert failure is None
+            assert line["metrics"]["single"]["values"]["output_tok_s_per_request"] > 0
+            assert line["metrics"]["single"]["values"]["failed"] == 0
+            continue
+        assert failure["class"] == line["status"] and failure["message"], case
+        assert not line["metrics"], f"{case}: a failed config has no metrics"
+        if case in ("pruned", "duplicate"):
+            assert failure["log_tail"] == []  # never launched
+            continue
+        tail = failure["log_tail"]
+        assert 0 < len(tail) <= 50 and all(isinstance(s, str) for s in tail), case
+        signature = LAUNCHED_FAILURES[case]
+        if signature is not None:
+            assert any(signature in s for s in tail), f"{case}: {signature!r} not in the log tail"
+    pruned = next(line for line in lines if line["status"] == "pruned")
+    assert [r["rule"] for r in pruned["reasons"]] == ["sm100-only-moe-runner"]
+    duplicate = next(line for line in lines if line["status"] == "duplicate")
+    assert duplicate["duplicate_of"] == by_case["ok-base"]["id"]
+    assert (
+        "not healthy after 5 s"
+        in next(ln for ln in lines if ln["status"] == "startup-timeout")["failure"]["message"]
+    )
+
+    # The profile makes the garbage rows the fastest of all; the best is still ok-fastest.
+    profile = load_profile(str(PROFILE))
+    speed = {
+        case: ConfigPerformance.for_flags(profile, config["flags"]).decode_tok_s_per_request(1)
+        for case, config in by_case.items()
+    }
+    assert speed["wrong-output-repeat"] > speed["ok-fastest"] > speed["ok-base"] > speed["ok-slow"]
+    measured = {
+        line["point"]["case"]: line["metrics"]["single"]["values"]["output_tok_s_per_request"]
+        for line in lines
+        if line["status"] == "ok"
+    }
+    assert max(measured, key=measured.__getitem__) == "ok-fastest"
+
+    # What the playbook reports (set_stats) is what the node wrote, with the same best.
+    outcome = node.custom_stats()["bwtune_sweep"]["localhost"]
+    assert outcome["best"]["config_id"] == by_case["ok-fastest"]["id"]
+    assert outcome.get("error") is None
+    assert sorted(r["config_id"] for r in outcome["results"]) == sorted(line["config_id"] for line in lines)
+    summary = outcome["summary"]
+    assert summary["launches"] == 10 and summary["planned_configs"] == 12
+    assert summary["by_status"] == dict(Counter(line["status"] for line in lines))
+    assert summary["leftover_stopped"] is None
+    follow = node.task_results("Follow the sweep")
+    assert [e["event"] for e in follow] == ["ok"] and follow[0]["result"]["finished"] is True
+    assert follow[0]["result"]["result"]["best"]["config_id"] == outcome["best"]["config_id"]
+
+    node.assert_nothing_left()
+    # Every server that got as far as binding its port was checked (invalid-args never does).
+    assert len(node.server_ports()) == 9, node.server_ports()
+
+
+def _wait_for_a_measured_config_and_a_server_in_flight(
+    node: Node, run_id: str, proc: subprocess.Popen[bytes], timeout: float = 120
+) -> dict[str, Any]:
+    results = node.results_path(run_id)
+    inflight = Path(f"{results}.inflight.json")
+    progress = Path(f"{results}.progress.json")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the sweep ended before the kill (rc {proc.returncode})"
+        try:
+            record = json.loads(inflight.read_text())
+            state = json.loads(progress.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.02)
+            continue
+        done = {line["config_id"] for line in launched(read_lines(results))}
+        current = state.get("current") or {}
+        if done and current.get("phase") == "workload" and record["config_id"] not in done:
+            return {"inflight": record, "progress": state}
+        time.sleep(0.02)
+    raise AssertionError("never saw a measured config and a server in its workload")
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_without_measuring_twice_or_losing_a_config(node: Node) -> None:
+    cases = ["ok-base", "ok-fastest", "ok-slow", "pruned", "duplicate"]
+    matrix = node.matrix(cases)
+    # Longer workloads, so a server is in its workload for seconds when the kill comes.
+    matrix["workloads"][0].update(output_len=48, num_prompts=4)
+    the_plan = plan_of(matrix)
+    matrix_file = node.write_matrix(matrix)
+
+    proc = subprocess.Popen(
+        node.argv(matrix_file, "killed"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=node.env,
+        cwd=node.root,
+        start_new_session=True,  # its own process group, killed whole below
+    )
+    try:
+        seen = _wait_for_a_measured_config_and_a_server_in_flight(node, "killed", proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    sweep_pid = seen["progress"]["pid"]
+    os.kill(sweep_pid, signal.SIGKILL)  # the node's sweep module (async: not in that group)
+    _wait_gone(sweep_pid)
+    leftover = seen["inflight"]
+    assert leftover["pid"] in node.servers(), "the killed run's server should still be running"
+    before = read_lines(node.results_path("killed"))
+
+    done = node.play(matrix_file, "killed")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    lines = read_lines(node.results_path("killed"))
+    assert lines[: len(before)] == before  # what the killed run wrote is kept as it was
+    counts = Counter(line["config_id"] for line in lines)
+    assert counts == Counter(c["id"] for c in the_plan["configs"])  # none lost, none twice
+    assert max(Counter(line["config_id"] for line in launched(lines)).values()) == 1
+    assert leftover["config_id"] in {line["config_id"] for line in launched(lines)}
+    status = {line["point"]["case"]: line["status"] for line in lines}
+    assert status == {case: expected_status(case) for case in cases}
+
+    summary = node.custom_stats()["bwtune_sweep"]["localhost"]["summary"]
+    assert summary["leftover_stopped"]["pid"] == leftover["pid"]
+    assert summary["leftover_stopped"]["config_id"] == leftover["config_id"]
+    assert summary["resumed"] == len(launched(before))
+    assert summary["launches"] == len(the_plan["launches"]) - len(launched(before))
+    node.assert_nothing_left()
+
+
+def _wait_gone(pid: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.05)
+
+
+# name -> (flags to set at a key path of the matrix, what the one-line error must say)
+BAD_MATRICES: dict[str, tuple[dict[str, dict[str, Any]], list[str]]] = {
+    "unknown flag": (
+        {"bundles.case.oom": {"cuda-graph-max-bs-decod": 56}},
+        ["bundles.case.oom.cuda-graph-max-bs-decod:", "no flag --cuda-graph-max-bs-decod"],
+    ),
+    "bad choice": (
+        {"bundles.case.ok-base": {"moe-runner-backend": "cutlass_fast"}},
+        ["bundles.case.ok-base.moe-runner-backend:", "no choice 'cutlass_fast'"],
+    ),
+    "yaml boolean": (
+        {"bundles.case.pruned": {"moe-runner-backend": False}},
+        ["bundles.case.pruned.moe-runner-backend:", "read a bare false/no/off as the boolean false"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_MATRICES))
+def test_a_bad_matrix_fails_with_one_line_naming_the_key_before_any_launch(node: Node, name: str) -> None:
+    change, says = BAD_MATRICES[name]
+    matrix = node.matrix(["ok-base", "oom", "pruned"])
+    for where, flags in change.items():
+        target = matrix
+        for part in where.split("."):
+            target = target.setdefault(part, {})
+        target.update(flags)
+    matrix_file = node.write_matrix(matrix)
+    # A user writes `off` (YAML 1.1 reads it as false), not `false`.
+    matrix_file.write_text(matrix_file.read_text().replace(": false", ": off"))
+    done = node.play(matrix_file, "bad", timeout=120)
+    assert done.returncode == 2, done.stdout[-3000:]
+    failed = [e for e in node.events() if e["event"] == "failed"]
+    assert len(failed) == 1, failed
+    message = failed[0]["result"]["msg"]
+    assert "\n" not in message and message.startswith("matrix: "), message
+    assert all(words in message for words in says), message
+    assert f'"msg": {json.dumps(message)}' in done.stdout
+    assert not node.results_path("bad").exists()
+    assert not list(node.results_dir.glob("*/logs/*.log")), "a server was launched"
+    assert node.servers() == [] and not list(node.state_dir.glob("*.json"))
+
+
+def test_check_mode_returns_the_plan_and_launches_nothing(node: Node) -> None:
+    matrix = node.matrix()
+    done = node.play(node.write_matrix(matrix), "checked", "--check", timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+    shown = node.task_results("Show the plan (check mode)")
+    assert [e["event"] for e in shown] == ["ok"]
+    returned = shown[0]["result"]
+    expected = plan_of(matrix)
+    assert [c["id"] for c in returned["plan"]["configs"]] == [c["id"] for c in expected["configs"]]
+    assert [c["status"] for c in returned["plan"]["configs"]] == [c["status"] for c in expected["configs"]]
+    assert len(returned["plan"]["launches"]) == 10 and returned["summary"] == expected["summary"]
+    assert returned["changed"] is False
+    assert {e["event"] for e in node.task_results("Start the sweep")} == {"skipped"}
+    assert not node.results_dir.exists(), "check mode wrote on the node"
+    assert node.servers() == [] and node.gpu_apps() == ""
