@@ -1,6 +1,10 @@
 """Plan a 10,000-combination matrix and print how long it takes (target: under 2 s).
 
-    .venv/bin/python benchmarks/plan_10k.py [--repeat 3]
+    .venv/bin/python benchmarks/plan_10k.py [--repeat 3] [--facts]
+
+--facts plans the same matrix with `gpu: auto` and `version: auto` against node facts whose
+SGLang (0.5.24, a release without a generated table) lists its own parser's flags, so the
+flags are checked against that parser and the rules apply by version range.
 
 The matrix is the SM120 example widened to 10 x 5 x 4 x 5 x 10 = 10,000 points, so every
 rule, the normalization, the ids and the argv are computed for each of them.
@@ -17,6 +21,8 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import get_table
+from ansible_collections.bwtune.sglang.plugins.module_utils.installed_flags import stack_flags
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "qwen35-397b-nvfp4-sm120.yml"
 
@@ -54,20 +60,33 @@ def matrix_10k() -> dict:
     return matrix
 
 
+def node_facts() -> dict:
+    """An SM120 node with SGLang 0.5.24 installed (its parser: 0.5.23's flags)."""
+    gpu = {"available": True, "sm": "sm120", "sms": ["sm120"], "message": "8 x NVIDIA RTX PRO 6000"}
+    sglang = {"installed": True, "version": "0.5.24", "flags": stack_flags(get_table("0.5.23"))}
+    return {"gpu": gpu, "stack": {"python": "python3", "sglang": sglang}, "checkpoint": {}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--facts", action="store_true", help="auto GPU and SGLang from node facts")
     args = parser.parse_args()
     matrix = matrix_10k()
+    facts = None
+    if args.facts:
+        matrix["hardware"]["gpu"] = matrix["sglang"]["version"] = "auto"
+        facts = node_facts()
     times = []
     for _ in range(args.repeat):
         start = time.perf_counter()
-        result = planner.plan(matrix)
+        result = planner.plan(matrix, facts=facts)
         times.append(time.perf_counter() - start)
     s = result.summary
     print(
         f"planned {s['combinations']} combinations ({s['valid']} valid, {s['pruned']} pruned, "
-        f"{s['duplicates']} duplicates) in {min(times):.3f} s (best of {args.repeat}; "
+        f"{s['duplicates']} duplicates){' with node facts' if args.facts else ''} "
+        f"in {min(times):.3f} s (best of {args.repeat}; "
         f"median {statistics.median(times):.3f} s)"
     )
 

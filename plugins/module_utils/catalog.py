@@ -189,12 +189,24 @@ class FlagTable:
     version: str
     source: str
     flags: dict[str, FlagSpec]
+    # True for a table read from a node's own SGLang parser (installed_flags.py), not generated.
+    installed: bool = False
     _alias_to_name: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for spec in self.flags.values():
             for alias in spec.aliases:
                 self._alias_to_name.setdefault(alias, spec.name)
+
+    @property
+    def release(self) -> str:
+        """How messages name the release: `SGLang 0.5.23`, `SGLang 0.5.24 (installed on the node)`."""
+        return f"SGLang {self.version}" + (" (installed on the node)" if self.installed else "")
+
+    @property
+    def key(self) -> str:
+        """Tells tables apart in caches: a node's parser may differ from the release's table."""
+        return f"{self.version}|{self.source}" if self.installed else self.version
 
     def canonical(self, name: str) -> str | None:
         """The flag's CLI name in this release (resolving aliases like tp -> tp-size), or None."""
@@ -226,8 +238,8 @@ class FlagTable:
     def unknown_flag_message(self, name: str) -> str:
         renamed = self.successor(name)
         if renamed:
-            return f"SGLang {self.version} has no --{name.lstrip('-')}; it calls it --{renamed}"
-        return f"SGLang {self.version} has no flag --{name.lstrip('-')}"
+            return f"{self.release} has no --{name.lstrip('-')}; it calls it --{renamed}"
+        return f"{self.release} has no flag --{name.lstrip('-')}"
 
     def coerce(self, name: str, value: Any) -> tuple[str, Any]:
         """(canonical name, argparse value) for a flag as written, or CatalogError."""
@@ -237,7 +249,7 @@ class FlagTable:
         try:
             return spec.name, spec.coerce(value)
         except CatalogError as err:
-            raise CatalogError(f"{err} in SGLang {self.version}") from None
+            raise CatalogError(f"{err} in {self.release}") from None
 
     def parse_argv(self, argv: list[str]) -> dict[str, Any]:
         """Flags from the words after `python -m sglang.launch_server` (argparse's reading).

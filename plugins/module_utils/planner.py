@@ -50,7 +50,7 @@ def launch_argv(model_path: str, flags: dict[str, Any], table: FlagTable) -> lis
     for name in sorted(flags):
         value = flags[name]
         key = (
-            table.version,
+            table.key,
             name,
             type(value).__name__,
             value if isinstance(value, (str, int, float)) else repr(value),
@@ -116,14 +116,24 @@ class Plan:
 
 def model_info(m: Matrix, facts: dict[str, Any] | None) -> ModelInfo:
     """Architecture and checkpoint quantization: matrix `model:` keys, else facts, else the files."""
-    checkpoint = (facts or {}).get("checkpoint") or {}
-    architecture = m.model.get("architecture") or checkpoint.get("architecture")
-    quantization = m.model.get("quantization") or checkpoint.get("quantization")
+    architecture, quantization = _from_checkpoint_facts((facts or {}).get("checkpoint"))
+    architecture = m.model.get("architecture") or architecture
+    quantization = m.model.get("quantization") or quantization
     if architecture is None or quantization is None:
         read_arch, read_quant = _read_checkpoint(m.model_path)
         architecture = architecture or read_arch
         quantization = quantization or read_quant
     return ModelInfo(architecture=architecture, quantization=quantization)
+
+
+def _from_checkpoint_facts(checkpoint: Any) -> tuple[str | None, str | None]:
+    """(architecture, SGLang quantization) from `bwtune_checkpoint` (docs/facts.md)."""
+    if not isinstance(checkpoint, dict) or not checkpoint.get("available"):
+        return None, None
+    architectures = checkpoint.get("architectures") or [None]
+    quantization = checkpoint.get("quantization")
+    sglang_quantization = quantization.get("sglang_quantization") if isinstance(quantization, dict) else None
+    return architectures[0], sglang_quantization
 
 
 def _read_checkpoint(path: str) -> tuple[str | None, str | None]:
@@ -159,13 +169,13 @@ def plan(
     if m.gpu not in GPUS:
         where = ("hardware", "gpu")
         raise MatrixError(where, f"unknown GPU {m.gpu!r} (known: {', '.join(GPUS)}, auto)")
-    table = get_table(m.sglang_version)
+    table = m.table or get_table(m.sglang_version)
     model = model_info(m, facts)
     configs: list[Config] = []
     first_valid: dict[str, str] = {}  # normalized-flags id -> the valid config that has it
     taken: set[str] = set()
     for point, requested in m.points():
-        result = evaluate(requested, m.gpu, m.sglang_version, model, coerced=True)
+        result = evaluate(requested, m.gpu, m.sglang_version, model, coerced=True, table=table)
         cid = config_id(result.flags, m.model_path)
         argv = launch_argv(m.model_path, requested, table)
         own_id = cid if cid not in taken else config_id(result.flags, m.model_path, point)

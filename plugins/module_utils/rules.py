@@ -102,9 +102,9 @@ _MAMBA_FLAG: dict[str, str | None] = {}
 
 
 def _mamba_flag_of(table: FlagTable) -> str | None:
-    if table.version not in _MAMBA_FLAG:
-        _MAMBA_FLAG[table.version] = next((n for n in MAMBA_STRATEGY_FLAGS if n in table.flags), None)
-    return _MAMBA_FLAG[table.version]
+    if table.key not in _MAMBA_FLAG:
+        _MAMBA_FLAG[table.key] = next((n for n in MAMBA_STRATEGY_FLAGS if n in table.flags), None)
+    return _MAMBA_FLAG[table.key]
 
 
 # A check returns a message when the rule refuses the flags, else None; an adjust edits the
@@ -508,6 +508,7 @@ def evaluate(
     model: ModelInfo | None = None,
     *,
     coerced: bool = False,
+    table: FlagTable | None = None,
 ) -> Evaluation:
     """Normalize `flags` the way SGLang `version` would on `gpu`, and collect every refusal.
 
@@ -516,10 +517,12 @@ def evaluate(
     reason (argparse exits on it). Flags equal to the release's default are dropped from
     the result, so two spellings of the same launch normalize to the same flags.
     `coerced=True` says names are canonical and values already coerced (the planner's
-    matrix is), which skips that step.
+    matrix is), which skips that step. `table` is the flag table to check against when it is
+    not the catalog's for `version` (a node's own installed SGLang parser); the rules still
+    apply by `version`.
     """
     check_gpu(gpu)
-    table = get_table(version)
+    table = table or get_table(version)
     ctx = Context(gpu, version, table, model or ModelInfo())
     reasons: list[Reason] = []
     current: dict[str, Any] = dict(flags) if coerced else {}
@@ -548,6 +551,6 @@ _DEFAULTS: dict[str, dict[str, Any]] = {}
 
 
 def _defaults_of(table: FlagTable) -> dict[str, Any]:
-    if table.version not in _DEFAULTS:
-        _DEFAULTS[table.version] = {name: spec.default for name, spec in table.flags.items()}
-    return _DEFAULTS[table.version]
+    if table.key not in _DEFAULTS:
+        _DEFAULTS[table.key] = {name: spec.default for name, spec in table.flags.items()}
+    return _DEFAULTS[table.key]

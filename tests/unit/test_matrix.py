@@ -139,7 +139,11 @@ def test_auto_needs_facts_and_takes_them_when_given() -> None:
     matrix["hardware"]["gpu"] = "auto"
     matrix["sglang"]["version"] = "auto"
     assert "no facts" in error_of(matrix).message
-    facts = {"gpu": {"sm": "sm100"}, "stack": {"sglang_version": "0.5.23"}}
+    # The layout the facts modules return (docs/facts.md); test_planner_facts.py has the rest.
+    facts = {
+        "gpu": {"available": True, "sm": "sm100", "sms": ["sm100"], "message": "8 x NVIDIA B200"},
+        "stack": {"sglang": {"installed": True, "version": "0.5.23"}},
+    }
     m = parse(matrix, catalog.get_table, facts=facts)
     assert (m.gpu, m.sglang_version) == ("sm100", "0.5.23")
 

@@ -77,6 +77,7 @@ def test_facts_fill_auto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["plan", str(matrix)]) == 2
     assert "hardware.gpu: GPU is auto but no facts" in capsys.readouterr().err
     facts = tmp_path / "facts.json"
-    facts.write_text(json.dumps({"gpu": {"sm": "sm100"}}))
+    b200 = {"available": True, "sm": "sm100", "sms": ["sm100"], "message": "8 x NVIDIA B200"}
+    facts.write_text(json.dumps({"gpu": b200}))
     assert main(["plan", str(matrix), "--facts", str(facts), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["gpu"] == "sm100"

@@ -117,7 +117,8 @@ def test_auto_gpu_without_facts_is_a_clear_error() -> None:
     with pytest.raises(MatrixError, match="no facts") as caught:
         planner.plan(matrix)
     assert caught.value.path == ("hardware", "gpu")
-    assert planner.plan(matrix, facts={"gpu": {"sm": "sm100"}}).gpu == "sm100"
+    b200 = {"available": True, "sm": "sm100", "sms": ["sm100"], "message": "8 x NVIDIA B200"}
+    assert planner.plan(matrix, facts={"gpu": b200}).gpu == "sm100"
 
 
 def test_the_checkpoint_config_is_read_when_the_matrix_does_not_say(tmp_path: Path) -> None:
