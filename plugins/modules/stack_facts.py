@@ -22,7 +22,8 @@ description:
   - Changes nothing on the node.
 options:
   python:
-    description: The stack venv's Python interpreter.
+    description:
+      - The stack venv's Python interpreter; a bare name (C(python3)) is looked up on PATH.
     type: path
     required: true
   driver_version:
@@ -117,6 +118,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     python = module.params["python"]
+    if os.sep not in python:
+        python = module.get_bin_path(python) or python
     if not os.path.isfile(python) or not os.access(python, os.X_OK):
         module.fail_json(msg=f"python: {python} is not an executable file", python=python)
 
