@@ -1,17 +1,24 @@
 """Client CPU cost: bwtune's benchmark client vs `python -m sglang.bench_serving`.
 
 Both clients run against the same server, at the same token rate, output length, concurrency
-and streaming mode (native /generate, stream, input_ids). The server is either
+and streaming mode (native /generate, stream, input_ids: bench_serving with
+--tokenize-prompt). The server is either
   - `standin` (default): bwtune-standin with the default profile made uniformly fast
     (--step-ms per decode step at any batch size; timing simulated), run under
     tests/unit/sweep_parts/standin_sendlog.py so the gaps it really sent are known; or
   - `sse`: the minimal SGLang-shaped test server tests/unit/sweep_parts/sse_server.py
     (one thread per stream sleeping to absolute deadlines, --itl-ms per token).
-Each client runs as its own process; its CPU time (user + sys, from the kernel's child
-rusage) is measured for a large and a small run, and the difference divided by the
-difference in streamed tokens gives CPU seconds per 1,000 streamed tokens once started
-(imports and start-up cancel out). The same runs give each client's output throughput,
-median TTFT and median ITL, next to the server's own median token gap.
+
+Each client runs in its own process through a driver that counts the process's CPU
+(getrusage RUSAGE_SELF, user + sys, all threads) only while it benchmarks:
+benchmarks/client_cpu_bwtune.py around our BenchClient, benchmarks/client_cpu_bench_serving.py
+around bench_serving's own `benchmark()` (its CLI parser builds the args, as the command
+does). Two windows: `stream` (from the measured run's first request to its last response:
+the per-token cost) and `benchmark` (the whole benchmark call: warmup, run, metrics).
+Imports and start-up are outside both; the whole process (from the kernel's child rusage,
+start-up included) is reported for context. Clients alternate, --repeats times; medians and
+ranges are printed. Each run's true median token gap comes from the server's send log
+(perf_counter is CLOCK_MONOTONIC, shared by the processes), next to the client's median ITL.
 
     .venv/bin/python benchmarks/bench_client_overhead.py [--server standin|sse] [--step-ms 8] ...
 
@@ -54,59 +61,7 @@ STANDIN_FLAGS = [
     "8",
 ]
 
-_OURS = """
-import json, sys
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import Workload, run_workload
-port, n, c, inp, out = (int(x) for x in sys.argv[1:6])
-w = Workload(input_len=inp, output_len=out, num_prompts=n, concurrency=c, warmup=1)
-print(json.dumps(run_workload("127.0.0.1", port, w)["repetitions"][0]))
-"""
-
-
-def child_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def run_measured(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
-    """(CPU seconds the process used, its stdout)."""
-    before = child_cpu()
-    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-    cpu = child_cpu() - before
-    if out.returncode != 0:
-        sys.exit(f"{argv[0]} {' '.join(argv[1:4])}...: exit {out.returncode}\n{out.stderr[-3000:]}")
-    return cpu, out.stdout
-
-
-def ours(port: int, n: int, a: argparse.Namespace) -> tuple[float, dict[str, Any]]:
-    cpu, out = run_measured(
-        [
-            sys.executable,
-            "-c",
-            _OURS,
-            str(port),
-            str(n),
-            str(a.concurrency),
-            str(a.input_len),
-            str(a.output_len),
-        ]
-    )
-    return cpu, json.loads(out.strip().splitlines()[-1])
-
-
-def theirs(port: int, n: int, a: argparse.Namespace) -> tuple[float, dict[str, Any]]:
-    with tempfile.TemporaryDirectory() as tmp:
-        result = Path(tmp) / "out.jsonl"
-        argv = bench_serving_argv(
-            f"http://127.0.0.1:{port}",
-            input_len=a.input_len,
-            output_len=a.output_len,
-            num_prompts=n,
-            concurrency=a.concurrency,
-            output_file=result,
-        )
-        cpu, _ = run_measured(argv, dict(os.environ, **OFFLINE))
-        return cpu, json.loads(result.read_text().strip().splitlines()[-1])
+BENCH = ROOT / "benchmarks"
 
 
 def median_gap_ms(streams: list[list[float]]) -> float:
@@ -125,13 +80,13 @@ class SseServer:
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline().split()[1])
 
-    def stop(self) -> float:
-        """Stop; the median gap between the tokens it really sent to full-length streams."""
+    def stop(self) -> list[list[float]]:
+        """Stop; the send times of the tokens it really sent, per full-length stream."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats") as r:
             sends = json.loads(r.read())["sends"]
         self.proc.terminate()
         self.proc.wait()
-        return median_gap_ms([s["times"] for s in sends if len(s["times"]) == self.output_len])
+        return [s["times"] for s in sends if len(s["times"]) == self.output_len]
 
 
 class Standin:
@@ -174,11 +129,55 @@ class Standin:
             except OSError:
                 time.sleep(0.05)
 
-    def stop(self) -> float:
+    def stop(self) -> list[list[float]]:
+        """Stop; the send times of the events it really sent, per full-length stream."""
         self.proc.terminate()
         self.proc.wait(timeout=30)
         sends = json.loads(self.log.read_text())["sends"]
-        return median_gap_ms([t for t in sends if len(t) == self.output_len])
+        return [t for t in sends if len(t) == self.output_len]
+
+
+def child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_client(name: str, port: int, a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One client run through its driver: its in-process figures plus whole-process CPU and
+    the perf_counter window it ran in (to pick its streams out of the send log)."""
+    out = workdir / f"{name}.json"
+    out.unlink(missing_ok=True)
+    if name == "bwtune":
+        argv = [sys.executable, str(BENCH / "client_cpu_bwtune.py"), str(out), str(port), str(a.num_prompts),
+                str(a.concurrency), str(a.input_len), str(a.output_len)]  # fmt: skip
+        env = None
+    else:
+        cli = bench_serving_argv(
+            f"http://127.0.0.1:{port}",
+            input_len=a.input_len,
+            output_len=a.output_len,
+            num_prompts=a.num_prompts,
+            concurrency=a.concurrency,
+            output_file=workdir / "bench_serving.jsonl",
+        )
+        argv = [cli[0], str(BENCH / "client_cpu_bench_serving.py"), str(out), *cli[1:]]
+        env = dict(os.environ, **OFFLINE)
+    before, t0 = child_cpu(), time.perf_counter()
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=1800)
+    t1, process_cpu = time.perf_counter(), child_cpu() - before
+    if run.returncode != 0 or not out.exists():
+        sys.exit(f"{name} driver: exit {run.returncode}\n{run.stderr[-3000:]}")
+    fig: dict[str, Any] = json.loads(out.read_text())
+    fig.update(process_cpu_s=process_cpu, window=(t0, t1))
+    return fig
+
+
+def per_1k(fig: dict[str, Any], key: str) -> float:
+    return float(fig[key]) / fig["tokens"] * 1000
+
+
+def spread(values: list[float], fmt: str = ".4f") -> str:
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
 def main() -> None:
@@ -190,46 +189,59 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--input-len", type=int, default=64)
     p.add_argument("--output-len", type=int, default=256)
-    p.add_argument("--num-prompts", type=int, default=256, help="the large run")
-    p.add_argument("--small-prompts", type=int, default=32, help="the small run (start-up baseline)")
-    p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--num-prompts", type=int, default=128, help="measured requests per client run")
+    p.add_argument("--repeats", type=int, default=3, help="runs per client, alternating")
+    p.add_argument("--json", help="also write every run's figures here")
     a = p.parse_args()
     ensure_bench_serving()
+    runs: dict[str, list[dict[str, Any]]] = {"bwtune": [], "bench_serving": []}
     with tempfile.TemporaryDirectory() as tmp:
         server = (Standin if a.server == "standin" else SseServer)(a, Path(tmp))
         try:
-            rows: dict[str, Any] = {}
-            for name, fn in (("bwtune", ours), ("bench_serving", theirs)):
-                cpu_small, _ = fn(server.port, a.small_prompts, a)
-                cpu_big, m = fn(server.port, a.num_prompts, a)
-                tokens = (a.num_prompts - a.small_prompts) * a.output_len
-                rows[name] = {
-                    "cpu_s_per_1k_tokens": (cpu_big - cpu_small) / tokens * 1000,
-                    "cpu_s_large_run": cpu_big,
-                    "cpu_s_small_run": cpu_small,
-                    "output_throughput": m["output_throughput"],
-                    "median_ttft_ms": m["median_ttft_ms"],
-                    "median_itl_ms": m["median_itl_ms"],
-                    "mean_itl_ms": m["mean_itl_ms"],
-                }
+            for i in range(a.repeats):
+                order = ("bwtune", "bench_serving") if i % 2 == 0 else ("bench_serving", "bwtune")
+                for name in order:
+                    runs[name].append(run_client(name, server.port, a, Path(tmp)))
         finally:
-            true_gap = server.stop()
-    ratio = rows["bwtune"]["cpu_s_per_1k_tokens"] / rows["bench_serving"]["cpu_s_per_1k_tokens"]
+            streams = server.stop()
+    for fig in (f for rs in runs.values() for f in rs):
+        t0, t1 = fig["window"]
+        fig["server_median_gap_ms"] = median_gap_ms([s for s in streams if t0 < s[0] < t1])
+
     print(
-        f"workload: /generate stream, {a.concurrency} concurrent, {a.input_len} in / {a.output_len} out; "
-        f"server: {server.label} (median gap it really sent: {true_gap:.3f} ms)"
+        f"workload: /generate stream, {a.concurrency} concurrent, {a.input_len} in / {a.output_len} out, "
+        f"{a.num_prompts} prompts per run, {a.repeats} runs per client alternating; server: {server.label}"
     )
-    head = ("client", "CPU s/1k tok", "out tok/s", "med TTFT ms", "med ITL ms", "mean ITL")
-    print("{:<14} {:>13} {:>10} {:>12} {:>11} {:>9}".format(*head))
-    for name, r in rows.items():
+    print("CPU seconds per 1,000 streamed tokens, median (min-max):")
+    head = ("client", "streaming", "benchmark call", "whole process", "start-up CPU-s")
+    print("{:<14} {:>24} {:>24} {:>24} {:>16}".format(*head))
+    for name, rs in runs.items():
         print(
-            f"{name:<14} {r['cpu_s_per_1k_tokens']:>13.4f} {r['output_throughput']:>10.0f} "
-            f"{r['median_ttft_ms']:>12.2f} {r['median_itl_ms']:>11.3f} {r['mean_itl_ms']:>9.3f}"
+            f"{name:<14} {spread([per_1k(f, 'stream_cpu_s') for f in rs]):>24} "
+            f"{spread([per_1k(f, 'benchmark_cpu_s') for f in rs]):>24} "
+            f"{spread([per_1k(f, 'process_cpu_s') for f in rs]):>24} "
+            f"{spread([f['process_cpu_s'] - f['benchmark_cpu_s'] for f in rs], '.1f'):>16}"
         )
-    print(f"bwtune / bench_serving CPU per token: {ratio:.2f} (target <= 0.5)")
+    print(
+        "per run: client, tokens, stream CPU-s, out tok/s, median TTFT ms, median ITL ms (server's real gap)"
+    )
+    for name, rs in runs.items():
+        for f in rs:
+            m = f["metrics"]
+            print(
+                f"  {name:<14} {f['tokens']:>7} {f['stream_cpu_s']:>7.3f} {m['output_throughput']:>8.0f} "
+                f"{m['median_ttft_ms']:>8.2f} {m['median_itl_ms']:>7.3f} ({f['server_median_gap_ms']:.3f})"
+            )
+    ours = [per_1k(f, "stream_cpu_s") for f in runs["bwtune"]]
+    theirs = [per_1k(f, "stream_cpu_s") for f in runs["bench_serving"]]
+    pairs = [o / t for o, t in zip(ours, theirs, strict=True)]
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    print(
+        f"bwtune / bench_serving streaming CPU per token: {ratio:.2f} of medians; "
+        f"per run pair {', '.join(f'{r:.2f}' for r in pairs)} (target <= 0.5)"
+    )
     if a.json:
-        figures = {"args": vars(a), "server_median_gap_ms": true_gap, "clients": rows, "cpu_ratio": ratio}
-        Path(a.json).write_text(json.dumps(figures, indent=2))
+        Path(a.json).write_text(json.dumps({"args": vars(a), "runs": runs, "cpu_ratio": ratio}, indent=2))
 
 
 if __name__ == "__main__":
