@@ -4,13 +4,16 @@ Ansible temp and async folders, and a recorder of what each task returned."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,7 +191,7 @@ class Node:
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Node:
+def node(tmp_path: Path) -> Iterator[Node]:
     model = tmp_path / "model"  # a private copy: this test's servers are told apart by their argv
     shutil.copytree(MODEL, model)
     ansible = tmp_path / "ansible"
@@ -208,4 +211,9 @@ def node(tmp_path: Path) -> Node:
         ANSIBLE_NOCOLOR="1",
         ANSIBLE_RETRY_FILES_ENABLED="False",
     )
-    return Node(root=tmp_path, model=model, env=env, port=_free_port())
+    the_node = Node(root=tmp_path, model=model, env=env, port=_free_port())
+    yield the_node
+    # A failed test must not leave its servers to the next one (they are ours: our model copy).
+    for pid in the_node.servers():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
