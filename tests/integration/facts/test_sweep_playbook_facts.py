@@ -1,0 +1,77 @@
+"""playbooks/sweep.yml gathers facts on the node and resolves `gpu: auto` there (check mode: plan only)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+DEMO = REPO / "examples" / "demo.yml"
+
+
+def check_mode_plan(tmp_path: Path, matrix: dict[str, Any], host_vars: dict[str, Any]) -> Run:
+    """ansible-playbook --check through ansible-runner; each task's result for the host."""
+    inv = tmp_path / "inventory.yml"
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **host_vars}
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {"node": host}}}), encoding="utf-8")
+    extra = {"bwtune_matrix": matrix, "bwtune_sweep_results_dir": str(tmp_path / "results")}
+    (tmp_path / "runner").mkdir(exist_ok=True)
+    os.environ.pop("BWTUNE_STANDIN_PROFILE", None)  # the stand-in's default: 8x RTX PRO 6000
+    done = ansible_runner.run(
+        private_data_dir=str(tmp_path / "runner"),
+        playbook=str(REPO / "playbooks" / "sweep.yml"),
+        inventory=str(inv),
+        extravars=extra,
+        cmdline="--check",
+        quiet=True,
+        envvars={"PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")},
+    )
+    tasks: dict[str, dict[str, Any]] = {}
+    for event in done.events:
+        data = event.get("event_data", {})
+        if event.get("event") in ("runner_on_ok", "runner_on_failed"):
+            tasks[data["task"]] = data["res"]
+    return Run(done.rc, tasks)
+
+
+@dataclass
+class Run:
+    rc: int
+    tasks: dict[str, dict[str, Any]]
+
+
+def demo_matrix() -> dict[str, Any]:
+    matrix = yaml.safe_load(DEMO.read_text(encoding="utf-8"))
+    matrix["model"]["path"] = str(DEMO.parent / matrix["model"]["path"])
+    matrix["hardware"]["gpu"] = "auto"
+    return matrix
+
+
+def test_simulated_node_gets_the_standins_gpus_and_auto_resolves_to_sm120(tmp_path: Path) -> None:
+    done = check_mode_plan(tmp_path, demo_matrix(), {"bwtune_simulated": True})
+    assert done.rc == 0, done.tasks
+    gpu = done.tasks["Gather GPU facts"]["ansible_facts"]["bwtune_gpu"]
+    assert gpu["sm"] == "sm120" and gpu["count"] == 8
+    plan = done.tasks["Show the plan (check mode)"]
+    assert plan["plan"]["gpu"] == "sm120"
+    stack = done.tasks["Gather software stack facts"]["ansible_facts"]["bwtune_stack"]
+    assert stack["sglang"]["installed"] is False
+
+
+def test_node_without_nvidia_smi_fails_auto_with_one_line_but_explicit_gpu_plans(tmp_path: Path) -> None:
+    no_smi = {"bwtune_sweep_nvidia_smi": str(tmp_path / "missing" / "nvidia-smi")}
+    done = check_mode_plan(tmp_path, demo_matrix(), no_smi)
+    assert done.rc != 0
+    failed = done.tasks["Show the plan (check mode)"]
+    assert "hardware.gpu" in failed["msg"] and "nvidia-smi" in failed["msg"]
+    explicit = demo_matrix()
+    explicit["hardware"]["gpu"] = "sm120"
+    done = check_mode_plan(tmp_path, explicit, no_smi)
+    assert done.rc == 0, done.tasks
+    assert done.tasks["Show the plan (check mode)"]["plan"]["gpu"] == "sm120"
