@@ -15,9 +15,11 @@ Connections are kept alive and reused (one per in-flight request).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import random
 import re
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -128,6 +130,18 @@ class _Response:
             self.keep_alive = False
 
     def _feed_chunked(self, data: bytes, now: float) -> None:
+        if not self._buf and self._chunk_left == -1:
+            # The usual recv while streaming: exactly one whole chunk (one SSE event).
+            eol = data.find(b"\r\n")
+            try:
+                size = int(data[:eol], 16) if 0 < eol <= 8 else 0
+            except ValueError:  # a chunk extension or garbage: the general path decides
+                size = 0
+            if size:
+                end = eol + 2 + size
+                if len(data) == end + 2 and data.endswith(b"\r\n"):
+                    self._emit(data[eol + 2 : end], now)
+                    return
         buf = self._buf + data if self._buf else data
         pos = 0
         n = len(buf)
@@ -184,55 +198,86 @@ class _Response:
             self.done.set_exception(ConnectionError(f"connection closed mid-response ({exc or 'EOF'})"))
 
 
-class _Connection(asyncio.BufferedProtocol):
-    """One keep-alive connection. A BufferedProtocol receives into one preallocated buffer:
-    a plain Protocol makes asyncio allocate a 256 KiB bytes object for every recv(), which
-    costs more CPU than everything else per streamed token."""
+class _Connection:
+    """One keep-alive connection: a non-blocking socket read by its own event-loop reader.
+
+    The reader receives into one preallocated buffer and hands the bytes straight to the
+    response parser, timestamped when recv_into() returns, before any parsing. (asyncio's
+    transports add several Python calls per recv on top; a plain Protocol even allocates a
+    256 KiB bytes object per recv. Per streamed token, that was most of this client's CPU.)"""
+
+    __slots__ = ("_buf", "_fd", "_loop", "_view", "closed", "response", "sock")
 
     _BUF_SIZE = 65536
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        self._loop = loop
+        self.sock = sock
+        self._fd = sock.fileno()
         self.response: _Response | None = None
         self.closed = False
         self._buf = bytearray(self._BUF_SIZE)
         self._view = memoryview(self._buf)
+        loop.add_reader(self._fd, self._readable)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._view
-
-    def buffer_updated(self, nbytes: int) -> None:
+    def _readable(self) -> None:
+        try:
+            n = self.sock.recv_into(self._buf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
         now = time.perf_counter()  # arrival time: taken before any parsing
-        self._received(self._buf[:nbytes], now)
-
-    def data_received(self, data: bytes) -> None:  # used by transports without buffer support
-        self._received(data, time.perf_counter())
-
-    def _received(self, data: bytes | bytearray, now: float) -> None:
-        data = bytes(data)
+        if not n:
+            self._lost(None)
+            return
         resp = self.response
         if resp is None:
-            self.closed = True  # bytes nobody asked for: this connection cannot be reused
+            self.close()  # bytes nobody asked for: this connection cannot be reused
             return
         try:
-            resp.feed(data, now)
+            resp.feed(self._view[:n].tobytes(), now)
         except Exception as exc:  # a malformed response must fail the request, not the loop
-            self.closed = True
+            self.close()
             if not resp.done.done():
                 resp.done.set_exception(ConnectionError(f"bad HTTP response: {exc}"))
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
+    def _lost(self, exc: Exception | None) -> None:
+        self.close()
         if self.response is not None:
             self.response.eof(exc)
 
     def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
+        if not self.closed:
+            self.closed = True
+            self._loop.remove_reader(self._fd)
+            self.sock.close()
+
+
+async def _connect(host: str, port: int) -> _Connection:
+    loop = asyncio.get_running_loop()
+    try:
+        ipaddress.ip_address(host)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)  # a literal: no lookup
+    except ValueError:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    error: OSError = ConnectionError(f"no address for {host}:{port}")
+    for family, kind, proto, _name, addr in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, addr)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return _Connection(loop, sock)
+    raise error
 
 
 class HttpClient:
@@ -254,9 +299,7 @@ class HttpClient:
             conn = self._idle.pop()
             if not conn.closed:
                 return conn
-        loop = asyncio.get_running_loop()
-        _transport, conn = await loop.create_connection(_Connection, self.host, self.port)
-        return conn
+        return await _connect(self.host, self.port)
 
     def request_bytes(self, method: str, path: str, body: bytes | None = None) -> bytes:
         head = f"{method} {path} HTTP/1.1\r\n".encode("latin-1") + self._fixed_headers
@@ -275,10 +318,8 @@ class HttpClient:
         loop = asyncio.get_running_loop()
         resp = _Response(on_body, loop.create_future())
         conn.response = resp
-        if conn.transport is None:
-            raise ConnectionError("connection to %s:%d closed before the request" % (self.host, self.port))
-        conn.transport.write(raw)
         try:
+            await loop.sock_sendall(conn.sock, raw)
             await asyncio.wait_for(resp.done, timeout_s or self.timeout_s)
         except BaseException:
             conn.close()
@@ -317,12 +358,14 @@ class HttpClient:
 class _SseTokens:
     """Consumes an SSE body; records the arrival time of each token-bearing event.
 
-    For /generate the events carry a cumulative meta_info.completion_tokens, read with one
-    regex; for /v1/completions each event with non-empty text counts as one chunk and the
-    token count comes from the final usage event.
+    For /generate the events carry a cumulative meta_info.completion_tokens: per event only
+    its position is found (bytes.rfind from the end, where meta_info sits) and the number
+    read with one anchored regex; nothing is copied or decoded until the stream ends, when
+    the last event is decoded as JSON. For /v1/completions each event with non-empty text
+    counts as one chunk and the token count comes from the final usage event.
     """
 
-    __slots__ = ("_partial", "api", "count", "counts", "done", "last", "times")
+    __slots__ = ("_last", "_partial", "api", "count", "counts", "done", "times")
 
     def __init__(self, api: str) -> None:
         self.api = api
@@ -330,49 +373,77 @@ class _SseTokens:
         self.times: list[float] = []
         self.counts: list[int] = []  # cumulative tokens at each arrival
         self.count = 0
-        self.last = b""  # the last event that carried a token count (decoded at the end)
+        self._last: tuple[bytes, int, int] | None = None  # (buffer, start, end) of the final event
         self.done = False
+
+    @property
+    def last(self) -> bytes:
+        """The last event that carried a token count (or, failing that, any event's payload)."""
+        if self._last is None:
+            return b""
+        buf, start, end = self._last
+        return buf[start:end].strip()
 
     def feed(self, data: bytes, now: float) -> None:
         buf = self._partial + data if self._partial else data
+        if self.api != "generate":
+            self._feed_events(buf, now)
+            return
+        find = buf.find
+        start = 0
+        count = self.count
+        while True:
+            nl = find(b"\n", start)
+            if nl < 0:
+                break
+            if buf.startswith(b"data:", start):
+                p = start + 5
+                if buf.startswith(b" ", p):
+                    p += 1
+                if buf.startswith(b"[DONE]", p):
+                    self.done = True
+                else:
+                    i = buf.rfind(b'"completion_tokens"', p, nl)
+                    if i >= 0:
+                        m = _COMPLETION_TOKENS.match(buf, i, nl)
+                        if m:
+                            n = int(m.group(1))
+                            if n > count:
+                                self.times.append(now)
+                                self.counts.append(n)
+                                count = n
+                    self._last = (buf, p, nl)
+            start = nl + 1
+        self.count = count
+        self._partial = buf[start:]
+
+    def _feed_events(self, buf: bytes, now: float) -> None:
         start = 0
         while True:
             nl = buf.find(b"\n", start)
             if nl < 0:
                 break
             if buf.startswith(b"data:", start):
-                self._event(buf[start + 5 : nl].strip(), now)
+                self._completions_event(buf[start + 5 : nl].strip(), now)
             start = nl + 1
         self._partial = buf[start:]
 
-    def _event(self, payload: bytes, now: float) -> None:
+    def _completions_event(self, payload: bytes, now: float) -> None:
         if payload == b"[DONE]":
             self.done = True
             return
-        # The count sits in meta_info / usage, near the end: search backwards from there.
+        if _NONEMPTY_TEXT.search(payload):
+            self.times.append(now)
+            self.counts.append(len(self.times))
+        # The count sits in usage, near the end: search backwards from there.
         i = payload.rfind(b'"completion_tokens"')
-        if self.api == "generate":
-            if i < 0:
-                self.last = payload
-                return
+        if i >= 0:
             m = _COMPLETION_TOKENS.match(payload, i)
-            n = int(m.group(1)) if m else self.count
-            if n > self.count:
-                self.times.append(now)
-                self.counts.append(n)
-                self.count = n
-            self.last = payload
-        else:
-            if _NONEMPTY_TEXT.search(payload):
-                self.times.append(now)
-                self.counts.append(len(self.times))
-            if i >= 0:
-                m = _COMPLETION_TOKENS.match(payload, i)
-                if m:
-                    self.count = int(m.group(1))
-                self.last = payload
-            elif not self.last:
-                self.last = payload
+            if m:
+                self.count = int(m.group(1))
+            self._last = (payload, 0, len(payload))
+        elif self._last is None:
+            self._last = (payload, 0, len(payload))
 
 
 def _decode_event(payload: bytes) -> dict[str, Any]:
