@@ -83,7 +83,10 @@ class Context:
         return flags[name] if name in flags else self.table.default(name)
 
     def quantization(self, flags: dict[str, Any]) -> str | None:
-        return flags.get("quantization") or self.model.quantization
+        """The quantization the weights run with: the flag, else the checkpoint's own
+        (`modelopt`, which 0.5.9 copies from config.json, means the checkpoint's)."""
+        given = flags.get("quantization")
+        return self.model.quantization if given in (None, "modelopt") else given
 
     def mamba_flag(self) -> str | None:
         """What this release calls the mamba cache strategy flag."""
@@ -168,13 +171,42 @@ def _eagle_draft_tokens(f: dict[str, Any], ctx: Context) -> str | None:
 
 
 @rule(
+    "sm100-hybrid-moe-auto",
+    "adjust",
+    "sglang 0.5.9 srt/server_args.py:1579-1599; 0.5.23 srt/arg_groups/model_overrides/qwen3_moe.py:77-86",
+    gpus=("sm100",),
+)
+def _sm100_hybrid_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
+    """On SM100, hybrid Qwen models take the checkpoint's quantization; MoE auto -> flashinfer_trtllm."""
+    if not ctx.model.hybrid:
+        return None
+    changed = None
+    if "quantization" not in f and ctx.model.quantization in NVFP4_QUANTIZATIONS:
+        # 0.5.9 reads config.json's quant_method (`modelopt`), 0.5.23 the resolved `modelopt_fp4`.
+        f["quantization"] = "modelopt_fp4" if version_in(ctx.version, ">=0.5.23") else "modelopt"
+        changed = "changed"
+    trtllm_quantizations = (None, "fp8", "modelopt_fp4") + (
+        ("modelopt_mixed",) if version_in(ctx.version, ">=0.5.23") else ()
+    )
+    if (
+        f.get("quantization") in trtllm_quantizations
+        and ctx.value(f, "moe-a2a-backend") == "none"
+        and ctx.value(f, "moe-runner-backend") == "auto"
+    ):
+        f["moe-runner-backend"] = "flashinfer_trtllm"
+        changed = "changed"
+    return changed
+
+
+@rule(
     "sm120-fp4-moe-auto",
     "adjust",
-    "sglang PR #26496 (srt/server_args.py _handle_model_specific_adjustments)",
+    "sglang 0.5.23 srt/arg_groups/overrides.py:1513-1522 (PR #26496); 0.5.9 has no such adjustment",
+    versions=">=0.5.23",
     gpus=("sm120",),
 )
 def _sm120_fp4_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
-    """On SM120 with --quantization modelopt_fp4, MoE runner auto becomes flashinfer_cutlass."""
+    """On SM120 with --quantization modelopt_fp4, MoE runner auto becomes flashinfer_cutlass (0.5.23)."""
     if f.get("quantization") == "modelopt_fp4" and ctx.value(f, "moe-runner-backend") == "auto":
         f["moe-runner-backend"] = "flashinfer_cutlass"
         return "changed"
@@ -184,15 +216,63 @@ def _sm120_fp4_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
 @rule(
     "mamba-strategy-auto",
     "adjust",
-    "sglang srt/server_args.py (0.5.9: auto -> no_buffer; 0.5.23 arg_groups/mamba_hook.py)",
+    "sglang 0.5.9 srt/server_args.py:874-877; 0.5.23 srt/arg_groups/overrides.py:453-487",
 )
 def _mamba_strategy_auto(f: dict[str, Any], ctx: Context) -> str | None:
-    """Hybrid models: mamba cache strategy auto resolves to no_buffer (extra_buffer with MTP in 0.5.23)."""
+    """Mamba strategy auto: no_buffer in 0.5.9; extra_buffer in 0.5.23 (hybrid, radix cache, overlap)."""
     name = ctx.mamba_flag()
-    if not ctx.model.hybrid or name is None or ctx.value(f, name) != "auto":
+    if name is None or ctx.value(f, name) != "auto":
         return None
-    speculative = ctx.speculative(f) is not None
-    f[name] = "extra_buffer" if speculative and version_in(ctx.version, ">=0.5.23") else "no_buffer"
+    if not version_in(ctx.version, ">=0.5.23"):
+        f[name] = "no_buffer"  # every model, before any model check
+        return "changed"
+    if not ctx.model.hybrid or f.get("disable-radix-cache") or f.get("disable-overlap-schedule"):
+        return None  # 0.5.23 leaves it auto; page size or overlap off are not modelled
+    if ctx.value(f, "linear-attn-backend") != "triton":
+        return None
+    f[name] = "extra_buffer"
+    return "changed"
+
+
+@rule(
+    "mamba-no-buffer-radix-off",
+    "adjust",
+    "sglang 0.5.9 srt/server_args.py:1750-1763 (_handle_mamba_radix_cache)",
+    versions="<0.5.23",
+)
+def _mamba_no_buffer_radix_off(f: dict[str, Any], ctx: Context) -> str | None:
+    """0.5.9, hybrid models on no_buffer: speculative decoding (or trtllm_mha) turns the radix cache off."""
+    name = ctx.mamba_flag()
+    if (
+        not ctx.model.hybrid
+        or name is None
+        or f.get("disable-radix-cache")
+        or ctx.value(f, name) != "no_buffer"
+    ):
+        return None
+    if ctx.speculative(f) or f.get("attention-backend") == "trtllm_mha":
+        f["disable-radix-cache"] = True
+        return "changed"
+    return None
+
+
+@rule(
+    "speculative-moe-runner-follows-main",
+    "adjust",
+    "sglang 0.5.9 srt/server_args.py:2341-2346; 0.5.23 srt/arg_groups/overrides.py:1631-1656",
+)
+def _spec_moe_follows_main(f: dict[str, Any], ctx: Context) -> str | None:
+    """Unset, the draft MoE runner copies the main one (0.5.9: auto instead of flashinfer_trtllm)."""
+    # SGLang fills it in for every launch; it only means something with a draft model.
+    if f.get("speculative-moe-runner-backend") is not None or not ctx.speculative(f):
+        return None
+    main = ctx.value(f, "moe-runner-backend")
+    if version_in(ctx.version, ">=0.5.23"):
+        draft = "flashinfer_trtllm" if main == "flashinfer_megamoe" else main
+        draft = "auto" if str(draft).startswith("lora_") else draft
+    else:
+        draft = "auto" if main == "flashinfer_trtllm" else main
+    f["speculative-moe-runner-backend"] = draft
     return "changed"
 
 
@@ -208,7 +288,10 @@ def _mamba_strategy_auto(f: dict[str, Any], ctx: Context) -> str | None:
 def _spec_moe_trtllm(f: dict[str, Any], ctx: Context) -> str | None:
     """Releases before May 2026 refuse flashinfer_trtllm as the speculative MoE runner."""
     if f.get("speculative-moe-runner-backend") == "flashinfer_trtllm":
-        return "Currently speculative MoE runner backend cannot be flashinfer_trtllm"
+        return (
+            "Currently speculative MoE runner backend cannot be flashinfer_trtllm "
+            "for risk in some draft models."
+        )
     return None
 
 
@@ -219,39 +302,6 @@ def _spec_steps_unset(f: dict[str, Any], ctx: Context) -> str | None:
         given = [n for n in ("speculative-eagle-topk", "speculative-num-draft-tokens") if n in f]
         if given:
             return f"--{given[0]} needs --speculative-num-steps (set all three or none)"
-    return None
-
-
-@rule("hybrid-speculative-no-buffer", "sglang", "sglang srt/server_args.py _handle_mamba_radix_cache")
-def _hybrid_spec_no_buffer(f: dict[str, Any], ctx: Context) -> str | None:
-    """Hybrid models with speculative decoding and radix cache need the extra_buffer strategy."""
-    name = ctx.mamba_flag()
-    if not ctx.model.hybrid or name is None or not ctx.speculative(f) or f.get("disable-radix-cache"):
-        return None
-    if ctx.value(f, name) == "no_buffer":
-        return f"speculative decoding on a hybrid model needs --{name} extra_buffer or --disable-radix-cache"
-    return None
-
-
-@rule("extra-buffer-without-radix", "sglang", "sglang srt/server_args.py _handle_mamba_radix_cache")
-def _extra_buffer_no_radix(f: dict[str, Any], ctx: Context) -> str | None:
-    """The extra_buffer mamba strategy cannot be combined with --disable-radix-cache."""
-    name = ctx.mamba_flag()
-    if name and f.get(name) in ("extra_buffer", "extra_buffer_lazy") and f.get("disable-radix-cache"):
-        return f"--{name} {f[name]} and --disable-radix-cache exclude each other"
-    return None
-
-
-@rule("extra-buffer-track-interval", "sglang", "sglang srt/server_args.py _handle_mamba_radix_cache")
-def _extra_buffer_interval(f: dict[str, Any], ctx: Context) -> str | None:
-    """extra_buffer needs mamba-track-interval >= speculative draft tokens."""
-    name = ctx.mamba_flag()
-    drafts = f.get("speculative-num-draft-tokens")
-    if not ctx.model.hybrid or name is None or f.get(name) != "extra_buffer" or drafts is None:
-        return None
-    interval = ctx.value(f, "mamba-track-interval")
-    if isinstance(interval, int) and interval < drafts:
-        return f"mamba_track_interval {interval} must be >= speculative_num_draft_tokens {drafts}"
     return None
 
 
@@ -266,14 +316,16 @@ def _flex_spec(f: dict[str, Any], ctx: Context) -> str | None:
 @rule(
     "trtllm-mha-prefill-sm100",
     "sglang",
-    "sglang srt/server_args.py _handle_attention_backend",
+    "sglang 0.5.9 srt/server_args.py:1894-1900 (_handle_attention_backend_compatibility)",
     versions="<0.5.23",
     gpus=("sm120", "sm90"),
 )
 def _trtllm_mha_prefill_args(f: dict[str, Any], ctx: Context) -> str | None:
-    """Before 0.5.23, SGLang refuses trtllm_mha prefill outside SM100."""
-    if ctx.attention_backends(f)[0] == "trtllm_mha":
-        return "trtllm_mha prefill attention is only supported on SM100"
+    """Before 0.5.23, SGLang refuses trtllm_mha outside SM100 (attention, prefill or decode)."""
+    if "trtllm_mha" in (f.get(name) for name in ATTENTION_FLAGS):
+        return (
+            "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend."
+        )
     return None
 
 
@@ -295,8 +347,7 @@ def _trtllm_mha_fp8_kv(f: dict[str, Any], ctx: Context) -> str | None:
 @rule(
     "trtllm-mha-speculative-topk",
     "sglang",
-    "sglang 0.5.23 srt/arg_groups/speculative_hook.py",
-    versions=">=0.5.23",
+    "sglang 0.5.9 srt/server_args.py:2439; 0.5.23 srt/arg_groups/speculative_hook.py:1176-1178",
 )
 def _trtllm_mha_topk(f: dict[str, Any], ctx: Context) -> str | None:
     """trtllm_mha supports only topk 1 for speculative decoding."""
@@ -377,18 +428,18 @@ def _sm100_only_fp4(f: dict[str, Any], ctx: Context) -> str | None:
 
 
 @rule(
-    "sm120-moe-auto-without-quantization",
+    "fp4-moe-auto-trtllm-at-load",
     "hardware",
-    "sglang PR #26496 / open PR #39807: FP4 MoE method resolves auto to flashinfer_trtllm",
+    "sglang PR #26496 (0.5.23 adjusts only with --quantization modelopt_fp4), open PR #39807: "
+    "the FP4 MoE method resolves auto to flashinfer_trtllm at load",
     gpus=("sm120",),
 )
-def _sm120_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
-    """SM120, NVFP4 checkpoint, MoE runner auto without --quantization modelopt_fp4: trtllm at load."""
-    auto = ctx.value(f, "moe-runner-backend") == "auto"
-    if auto and f.get("quantization") is None and ctx.model.quantization in NVFP4_QUANTIZATIONS:
+def _fp4_moe_auto_at_load(f: dict[str, Any], ctx: Context) -> str | None:
+    """SM120, NVFP4, MoE runner still auto after SGLang's adjustments: trtllm-gen at load."""
+    if ctx.value(f, "moe-runner-backend") == "auto" and ctx.quantization(f) in NVFP4_QUANTIZATIONS:
         return (
-            "MoE runner auto without --quantization modelopt_fp4 resolves to flashinfer_trtllm "
-            "at load, which has no SM120 kernels"
+            "MoE runner auto resolves to flashinfer_trtllm at load (set --moe-runner-backend "
+            "flashinfer_cutlass), which has no SM120 kernels"
         )
     return None
 
@@ -410,13 +461,16 @@ def _nvfp4_moe_runner(f: dict[str, Any], ctx: Context) -> str | None:
 @rule(
     "hopper-nvfp4-marlin-only",
     "hardware",
-    "sglang srt/layers/quantization/modelopt_quant.py: NVFP4 below SM100 runs through Marlin",
+    "sglang 0.5.23 srt/layers/quantization/modelopt_quant.py:2377-2387 and fp4_utils.py:149-160 "
+    "(auto picks Marlin on SM80-SM90); 0.5.9 modelopt_quant.py:1334 (Blackwell only)",
     gpus=("sm90",),
 )
 def _hopper_marlin(f: dict[str, Any], ctx: Context) -> str | None:
-    """On SM90, NVFP4 runs only through Marlin, for MoE and dense GEMM alike."""
+    """On SM90, NVFP4 runs only through Marlin (auto picks it in 0.5.23); 0.5.9 has no NVFP4 there."""
     if ctx.quantization(f) not in NVFP4_QUANTIZATIONS:
         return None
+    if not version_in(ctx.version, ">=0.5.23"):
+        return "SGLang 0.5.9 runs NVFP4 on Blackwell only; fails at load on SM90"
     moe, gemm = ctx.value(f, "moe-runner-backend"), ctx.value(f, "fp4-gemm-backend")
     if moe not in ("marlin", "auto"):
         return f"NVFP4 MoE on SM90 needs the marlin runner, not {moe}"

@@ -105,10 +105,14 @@ def test_plan_json_follows_the_contract() -> None:
 
 
 def test_gpu_hours_come_from_the_matrix_estimates() -> None:
-    result = planner.plan(load("demo.yml"))
+    matrix = load("demo.yml")
+    result = planner.plan(matrix)
     launches = result.summary["launches"]
-    # 10 s startup + 2 workloads x 5 s, on 8 GPUs each.
-    assert result.summary["estimate"]["gpu_hours"] == round(launches * 20 * 8 / 3600, 2)
+    # startup + each workload's estimate, on hardware.count GPUs each.
+    per_launch = matrix["estimates"]["startup_s"] + sum(w["estimate_s"] for w in matrix["workloads"])
+    assert result.summary["estimate"]["per_launch_s"] == per_launch
+    gpus = matrix["hardware"]["count"]
+    assert result.summary["estimate"]["gpu_hours"] == round(launches * per_launch * gpus / 3600, 2)
 
 
 def test_auto_gpu_without_facts_is_a_clear_error() -> None:

@@ -34,11 +34,31 @@ def test_nextn_runs_as_eagle_and_topk1_draws_steps_plus_one_tokens() -> None:
     assert "nextn-is-eagle" in result.adjusted_by
 
 
-def test_sm120_fp4_auto_moe_runner_becomes_flashinfer_cutlass_only_on_sm120() -> None:
-    on_sm120 = evaluate({**FP4, "moe-runner-backend": "auto"}, "sm120", NEW, QWEN)
-    on_sm100 = evaluate({**FP4, "moe-runner-backend": "auto"}, "sm100", NEW, QWEN)
-    assert on_sm120.flags["moe-runner-backend"] == "flashinfer_cutlass"
-    assert "moe-runner-backend" not in on_sm100.flags  # auto is the default: dropped
+def test_fp4_auto_moe_runner_per_gpu_and_release() -> None:
+    def moe(gpu: str, version: str, flags: dict[str, object] = FP4) -> object:
+        result = evaluate({**flags, "moe-runner-backend": "auto"}, gpu, version, QWEN)
+        return result.flags.get("moe-runner-backend")
+
+    assert moe("sm120", NEW) == "flashinfer_cutlass"
+    assert moe("sm120", "0.5.9") is None  # no SM120 adjustment in 0.5.9: stays auto (the default)
+    assert moe("sm100", NEW) == moe("sm100", "0.5.9") == "flashinfer_trtllm"
+    assert moe("sm90", NEW) is None
+
+
+def test_sm100_takes_the_checkpoints_quantization_as_each_release_names_it() -> None:
+    new = evaluate({"tp-size": 8}, "sm100", NEW, QWEN).flags
+    old = evaluate({"tp-size": 8}, "sm100", "0.5.9", QWEN).flags
+    assert (new["quantization"], new["moe-runner-backend"]) == ("modelopt_fp4", "flashinfer_trtllm")
+    assert old["quantization"] == "modelopt" and "moe-runner-backend" not in old  # modelopt: no trtllm
+
+
+def test_the_draft_moe_runner_follows_the_main_one() -> None:
+    spec = {**FP4, **MTP, "moe-runner-backend": "flashinfer_trtllm"}
+    assert evaluate(spec, "sm100", NEW, QWEN).flags["speculative-moe-runner-backend"] == "flashinfer_trtllm"
+    assert evaluate(spec, "sm100", "0.5.9", QWEN).flags["speculative-moe-runner-backend"] == "auto"
+    cutlass = {**spec, "moe-runner-backend": "flashinfer_cutlass"}
+    draft = evaluate(cutlass, "sm100", "0.5.9", QWEN).flags["speculative-moe-runner-backend"]
+    assert draft == "flashinfer_cutlass"
 
 
 def test_sm100_only_kernels_are_hardware_refusals_on_sm120_but_fine_on_sm100() -> None:
@@ -50,10 +70,12 @@ def test_sm100_only_kernels_are_hardware_refusals_on_sm120_but_fine_on_sm100() -
     assert evaluate(flags, "sm100", NEW, QWEN).reasons == []
 
 
-def test_auto_moe_without_explicit_quantization_fails_on_sm120_with_an_nvfp4_checkpoint() -> None:
+def test_fp4_moe_auto_left_for_load_time_fails_on_sm120() -> None:
     result = evaluate({"tp-size": 8}, "sm120", NEW, QWEN)
-    assert rule_ids(result) == ["sm120-moe-auto-without-quantization"]
+    assert rule_ids(result) == ["fp4-moe-auto-trtllm-at-load"]
     assert evaluate({"tp-size": 8}, "sm120", NEW, ModelInfo(quantization=None)).reasons == []
+    assert evaluate(FP4, "sm120", NEW, QWEN).reasons == []  # 0.5.23 picks flashinfer_cutlass itself
+    assert rule_ids(evaluate(FP4, "sm120", "0.5.9", QWEN)) == ["fp4-moe-auto-trtllm-at-load"]
 
 
 def test_nvfp4_moe_on_triton_or_cutlass_fails_on_every_gpu() -> None:
@@ -66,6 +88,8 @@ def test_nvfp4_moe_on_triton_or_cutlass_fails_on_every_gpu() -> None:
 def test_hopper_runs_nvfp4_only_through_marlin() -> None:
     marlin = {**FP4, "moe-runner-backend": "marlin", "fp4-gemm-backend": "marlin"}
     assert evaluate(marlin, "sm90", NEW, QWEN).reasons == []
+    assert evaluate(FP4, "sm90", NEW, QWEN).reasons == []  # auto picks Marlin below SM100
+    assert rule_ids(evaluate(FP4, "sm90", "0.5.9", QWEN)) == ["hopper-nvfp4-marlin-only"]  # Blackwell only
     cutlass = {**FP4, "moe-runner-backend": "flashinfer_cutlass", "fp4-gemm-backend": "marlin"}
     assert "hopper-nvfp4-marlin-only" in rule_ids(evaluate(cutlass, "sm90", NEW, QWEN))
 
@@ -76,15 +100,19 @@ def test_every_reason_is_kept_not_just_the_first() -> None:
     assert {"sm100-only-moe-runner", "fa3-hopper-only", "hybrid-blackwell-attention"} <= set(ids)
 
 
-def test_hybrid_model_with_mtp_needs_extra_buffer_or_no_radix_cache_but_not_both() -> None:
+def test_hybrid_model_with_mtp_resolves_the_mamba_cache_itself_in_both_releases() -> None:
     old = old_release()
     strategy = catalog.get_table(old).canonical("mamba-scheduler-strategy")
     assert strategy == "mamba-scheduler-strategy"
     plain = evaluate({**FP4, **MTP}, "sm100", old, QWEN)
-    assert "hybrid-speculative-no-buffer" in rule_ids(plain)
-    both = {**FP4, **MTP, strategy: "extra_buffer", "disable-radix-cache": True}
-    assert "extra-buffer-without-radix" in rule_ids(evaluate(both, "sm100", old, QWEN))
-    assert evaluate({**FP4, **MTP, strategy: "extra_buffer"}, "sm100", old, QWEN).reasons == []
+    assert plain.reasons == []  # no ValueError: 0.5.9 takes no_buffer and turns the radix cache off
+    assert (plain.flags[strategy], plain.flags["disable-radix-cache"]) == ("no_buffer", True)
+    new = evaluate({**FP4, **MTP}, "sm100", NEW, QWEN)
+    assert new.reasons == [] and new.flags["mamba-radix-cache-strategy"] == "extra_buffer"
+    assert "disable-radix-cache" not in new.flags
+    for version, name in ((old, strategy), (NEW, "mamba-radix-cache-strategy")):
+        both = {**FP4, **MTP, name: "extra_buffer", "disable-radix-cache": True}
+        assert evaluate(both, "sm100", version, QWEN).reasons == []  # accepted by both
 
 
 def test_rules_only_apply_to_their_releases() -> None:
