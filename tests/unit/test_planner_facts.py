@@ -236,7 +236,12 @@ def test_checkpoint_facts_give_architecture_and_quantization() -> None:
         "architectures": ["Qwen3_5MoeForConditionalGeneration"],
         "quantization": {"sglang_quantization": "modelopt_fp4", "quant_algo": "NVFP4"},
     }
-    plan = planner.plan(m, facts={"checkpoint": checkpoint})
-    # SM120 + NVFP4 checkpoint + MoE auto without --quantization: trtllm at load.
-    assert "sm120-moe-auto-without-quantization" in {r.rule for r in plan.configs[0].reasons}
-    assert not planner.plan(m, facts={"checkpoint": {"available": False}}).configs[0].reasons
+    parsed = planner.matrix_mod.parse(m, get_table)
+    info = planner.model_info(parsed, {"checkpoint": checkpoint})
+    assert (info.architecture, info.quantization) == ("Qwen3_5MoeForConditionalGeneration", "modelopt_fp4")
+    assert info.hybrid
+    # Facts of a checkpoint that is not there say nothing; the matrix's own keys win.
+    assert planner.model_info(parsed, {"checkpoint": {"available": False}}).architecture is None
+    m["model"]["architecture"] = "Qwen3MoeForCausalLM"
+    info = planner.model_info(planner.matrix_mod.parse(m, get_table), {"checkpoint": checkpoint})
+    assert info.architecture == "Qwen3MoeForCausalLM"
