@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import rules
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gen_rules_table.py"
 
 
-def generator():  # type: ignore[no-untyped-def]
+def generator() -> Any:
     spec = importlib.util.spec_from_file_location("gen_rules_table", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
