@@ -123,6 +123,17 @@ class Node:
     def task_results(self, task: str) -> list[dict[str, Any]]:
         return [e for e in self.events() if e.get("task") == task]
 
+    def facts(self) -> dict[str, Any]:
+        """The node facts the playbook gathered and handed to the sweep (which plans with them)."""
+        facts: dict[str, Any] = {}
+        for event in self.events():
+            gathered = event.get("result", {}).get("ansible_facts", {})
+            for key in ("gpu", "stack", "checkpoint"):
+                if "bwtune_" + key in gathered:
+                    facts[key] = gathered["bwtune_" + key]
+        assert "gpu" in facts, "the playbook gathered no GPU facts"
+        return facts
+
     def custom_stats(self) -> dict[str, Any]:
         stats = [e for e in self.events() if e["event"] == "stats"]
         assert len(stats) == 1, f"expected one stats event, got {len(stats)}"

@@ -42,8 +42,9 @@ def expected_status(case: str) -> str:
     return case
 
 
-def plan_of(matrix: dict[str, Any]) -> dict[str, Any]:
-    return planner.plan(matrix).to_dict()
+def plan_of(matrix: dict[str, Any], node: Node) -> dict[str, Any]:
+    """The plan the node made: the same matrix with the facts the playbook gathered there."""
+    return planner.plan(matrix, facts=node.facts()).to_dict()
 
 
 def launched(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -53,12 +54,11 @@ def launched(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_every_config_gets_its_status_and_the_fastest_correct_one_wins(node: Node) -> None:
     matrix = node.matrix()
-    the_plan = plan_of(matrix)
-    by_case = {c["point"]["case"]: c for c in the_plan["configs"]}
-    assert len(the_plan["configs"]) == 12 and len(the_plan["launches"]) == 10
-
     done = node.play(node.write_matrix(matrix), "e2e", bwtune_sweep_startup_timeout_s=5)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    the_plan = plan_of(matrix, node)
+    by_case = {c["point"]["case"]: c for c in the_plan["configs"]}
+    assert len(the_plan["configs"]) == 12 and len(the_plan["launches"]) == 10
 
     lines = read_lines(node.results_path("e2e"))
     # Every config of the plan has exactly one line.
@@ -154,7 +154,6 @@ def test_a_killed_sweep_resumes_without_measuring_twice_or_losing_a_config(node:
     matrix = node.matrix(cases)
     # Longer workloads, so a server is in its workload for seconds when the kill comes.
     matrix["workloads"][0].update(output_len=48, num_prompts=4)
-    the_plan = plan_of(matrix)
     matrix_file = node.write_matrix(matrix)
 
     proc = subprocess.Popen(
@@ -176,6 +175,7 @@ def test_a_killed_sweep_resumes_without_measuring_twice_or_losing_a_config(node:
     leftover = seen["inflight"]
     assert leftover["pid"] in node.servers(), "the killed run's server should still be running"
     before = read_lines(node.results_path("killed"))
+    the_plan = plan_of(matrix, node)
 
     done = node.play(matrix_file, "killed")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -258,7 +258,7 @@ def test_check_mode_returns_the_plan_and_launches_nothing(node: Node) -> None:
     shown = node.task_results("Show the plan (check mode)")
     assert [e["event"] for e in shown] == ["ok"]
     returned = shown[0]["result"]
-    expected = plan_of(matrix)
+    expected = plan_of(matrix, node)
     assert [c["id"] for c in returned["plan"]["configs"]] == [c["id"] for c in expected["configs"]]
     assert [c["status"] for c in returned["plan"]["configs"]] == [c["status"] for c in expected["configs"]]
     assert len(returned["plan"]["launches"]) == 10 and returned["summary"] == expected["summary"]
