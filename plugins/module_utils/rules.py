@@ -509,20 +509,6 @@ def _hybrid_attention(f: dict[str, Any], ctx: Context) -> str | None:
     return None
 
 
-@rule(
-    "trtllm-mha-prefill-sm100-only",
-    "hardware",
-    "FlashInfer 0.7.2: trtllm-gen prefill attention kernels are SM100-only",
-    versions=">=0.5.23",
-    gpus=("sm120", "sm90"),
-)
-def _trtllm_mha_prefill_hw(f: dict[str, Any], ctx: Context) -> str | None:
-    """trtllm_mha prefill has SM100-only kernels (decode works on SM90/100/120)."""
-    if ctx.attention_backends(f)[0] == "trtllm_mha":
-        return f"trtllm_mha prefill attention has SM100-only kernels; fails on {ctx.gpu}"
-    return None
-
-
 # ---------------------------------------------------------------- evaluation
 
 
