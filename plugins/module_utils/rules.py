@@ -15,6 +15,7 @@ Each rule names the SGLang releases it applies to (a version range) and its sour
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,11 @@ class Context:
         given = flags.get("quantization")
         return self.model.quantization if given in (None, "modelopt") else given
 
+    @property
+    def since_0_5_23(self) -> bool:
+        """Whether the release has 0.5.23's resolution pipeline (arg_groups/)."""
+        return _since_0_5_23(self.version)
+
     def mamba_flag(self) -> str | None:
         """What this release calls the mamba cache strategy flag."""
         return _mamba_flag_of(self.table)
@@ -99,6 +105,11 @@ class Context:
         """(prefill, decode) attention backends as SGLang derives them from the three flags."""
         main = flags.get("attention-backend")
         return flags.get("prefill-attention-backend") or main, flags.get("decode-attention-backend") or main
+
+
+@functools.lru_cache(maxsize=None)
+def _since_0_5_23(version: str) -> bool:
+    return version_in(version, ">=0.5.23")
 
 
 _MAMBA_FLAG: dict[str, str | None] = {}
@@ -183,11 +194,9 @@ def _sm100_hybrid_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
     changed = None
     if "quantization" not in f and ctx.model.quantization in NVFP4_QUANTIZATIONS:
         # 0.5.9 reads config.json's quant_method (`modelopt`), 0.5.23 the resolved `modelopt_fp4`.
-        f["quantization"] = "modelopt_fp4" if version_in(ctx.version, ">=0.5.23") else "modelopt"
+        f["quantization"] = "modelopt_fp4" if ctx.since_0_5_23 else "modelopt"
         changed = "changed"
-    trtllm_quantizations = (None, "fp8", "modelopt_fp4") + (
-        ("modelopt_mixed",) if version_in(ctx.version, ">=0.5.23") else ()
-    )
+    trtllm_quantizations = (None, "fp8", "modelopt_fp4") + (("modelopt_mixed",) if ctx.since_0_5_23 else ())
     if (
         f.get("quantization") in trtllm_quantizations
         and ctx.value(f, "moe-a2a-backend") == "none"
@@ -223,7 +232,7 @@ def _mamba_strategy_auto(f: dict[str, Any], ctx: Context) -> str | None:
     name = ctx.mamba_flag()
     if name is None or ctx.value(f, name) != "auto":
         return None
-    if not version_in(ctx.version, ">=0.5.23"):
+    if not ctx.since_0_5_23:
         f[name] = "no_buffer"  # every model, before any model check
         return "changed"
     if not ctx.model.hybrid or f.get("disable-radix-cache") or f.get("disable-overlap-schedule"):
@@ -267,7 +276,7 @@ def _spec_moe_follows_main(f: dict[str, Any], ctx: Context) -> str | None:
     if f.get("speculative-moe-runner-backend") is not None or not ctx.speculative(f):
         return None
     main = ctx.value(f, "moe-runner-backend")
-    if version_in(ctx.version, ">=0.5.23"):
+    if ctx.since_0_5_23:
         draft = "flashinfer_trtllm" if main == "flashinfer_megamoe" else main
         draft = "auto" if str(draft).startswith("lora_") else draft
     else:
@@ -469,7 +478,7 @@ def _hopper_marlin(f: dict[str, Any], ctx: Context) -> str | None:
     """On SM90, NVFP4 runs only through Marlin (auto picks it in 0.5.23); 0.5.9 has no NVFP4 there."""
     if ctx.quantization(f) not in NVFP4_QUANTIZATIONS:
         return None
-    if not version_in(ctx.version, ">=0.5.23"):
+    if not ctx.since_0_5_23:
         return "SGLang 0.5.9 runs NVFP4 on Blackwell only; fails at load on SM90"
     moe, gemm = ctx.value(f, "moe-runner-backend"), ctx.value(f, "fp4-gemm-backend")
     if moe not in ("marlin", "auto"):
