@@ -121,6 +121,17 @@ def _boot_id() -> str | None:
         return None
 
 
+def start_ticks_of(pid: int) -> int | None:
+    """The kernel's start time of a live process: with the pid, it names the process for good."""
+    st = _proc_stat(pid)
+    return None if st is None or st[0] in ("Z", "X") else st[4]
+
+
+def is_running(pid: int, start_ticks: int | None) -> bool:
+    """The process that had this start time still runs (a recycled pid is not it)."""
+    return start_ticks is not None and _alive(pid, start_ticks)
+
+
 def _alive(pid: int, start_ticks: int | None = None) -> bool:
     st = _proc_stat(pid)
     if st is None:

@@ -16,7 +16,7 @@ import signal
 import time
 from typing import Any, Dict, Optional
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import write_json_atomic
+from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, results_file
 
 PHASES = ("planning", "starting", "gate", "workload", "stopping", "done")
 
@@ -25,21 +25,8 @@ def progress_path(results_path: str) -> str:
     return results_path + ".progress.json"
 
 
-def process_start_time(pid: int) -> Optional[str]:
-    """The kernel's start time of a process (field 22 of /proc/PID/stat), or None if gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    # fields[0] is field 3 (state): start time is field 22. A zombie counts as gone.
-    if fields[0] == "Z":
-        return None
-    return fields[19]
-
-
-def is_same_process(pid: Optional[int], start_time: Optional[str]) -> bool:
-    return bool(pid) and start_time is not None and process_start_time(int(pid or 0)) == start_time
+def is_same_process(pid: Optional[int], start_ticks: Optional[int]) -> bool:
+    return bool(pid) and launcher.is_running(int(pid or 0), start_ticks)
 
 
 def read_json(path: str) -> Optional[Dict[str, Any]]:
@@ -60,7 +47,7 @@ class Progress:
         self.data: Dict[str, Any] = {
             "run_id": run_id,
             "pid": pid,
-            "pid_start_time": process_start_time(pid),
+            "pid_start_time": launcher.start_ticks_of(pid),
             "started_at": time.time(),
             "planned": planned,
             "done": 0,
@@ -74,7 +61,7 @@ class Progress:
         self.save()
 
     def save(self) -> None:
-        write_json_atomic(self.path, self.data)
+        results_file.write_json_atomic(self.path, self.data)
 
     def phase(self, config_id: str, phase: str, workload: int = 0, workloads: int = 0) -> None:
         self.data["current"] = {
@@ -122,7 +109,9 @@ def cancel(results_path: str, timeout_s: float = 120.0) -> Dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and is_same_process(pid, start):
         time.sleep(0.2)
-    if is_same_process(pid, start):
+    killed = is_same_process(pid, start)
+    if killed:
         os.kill(pid, signal.SIGKILL)
-        return {"cancelled": True, "killed": True, "pid": pid}
-    return {"cancelled": True, "killed": False, "pid": pid}
+    # A killed sweep could not stop its server: stop it from the in-flight record.
+    leftover = launcher.stop_leftover(results_file.ResultsFile(results_path).inflight_path)
+    return {"cancelled": True, "killed": killed, "pid": pid, "leftover_stopped": leftover}

@@ -58,7 +58,7 @@ def test_simulated_node_gets_the_standins_gpus_and_auto_resolves_to_sm120(tmp_pa
     assert done.rc == 0, done.tasks
     gpu = done.tasks["Gather GPU facts"]["ansible_facts"]["bwtune_gpu"]
     assert gpu["sm"] == "sm120" and gpu["count"] == 8
-    plan = done.tasks["Show the plan (check mode)"]
+    plan = done.tasks["Plan the sweep"]
     assert plan["plan"]["gpu"] == "sm120"
     stack = done.tasks["Gather software stack facts"]["ansible_facts"]["bwtune_stack"]
     assert stack["sglang"]["installed"] is False
@@ -68,10 +68,10 @@ def test_node_without_nvidia_smi_fails_auto_with_one_line_but_explicit_gpu_plans
     no_smi = {"bwtune_sweep_nvidia_smi": str(tmp_path / "missing" / "nvidia-smi")}
     done = check_mode_plan(tmp_path, demo_matrix(), no_smi)
     assert done.rc != 0
-    failed = done.tasks["Show the plan (check mode)"]
+    failed = done.tasks["Plan the sweep"]
     assert "hardware.gpu" in failed["msg"] and "nvidia-smi" in failed["msg"]
     explicit = demo_matrix()
     explicit["hardware"]["gpu"] = "sm120"
     done = check_mode_plan(tmp_path, explicit, no_smi)
     assert done.rc == 0, done.tasks
-    assert done.tasks["Show the plan (check mode)"]["plan"]["gpu"] == "sm120"
+    assert done.tasks["Plan the sweep"]["plan"]["gpu"] == "sm120"

@@ -255,7 +255,7 @@ def test_check_mode_returns_the_plan_and_launches_nothing(node: Node) -> None:
     done = node.play(node.write_matrix(matrix), "checked", "--check", timeout=120)
     assert done.returncode == 0, done.stdout[-3000:]
 
-    shown = node.task_results("Show the plan (check mode)")
+    shown = node.task_results("Plan the sweep")
     assert [e["event"] for e in shown] == ["ok"]
     returned = shown[0]["result"]
     expected = plan_of(matrix, node)
