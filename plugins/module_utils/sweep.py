@@ -11,6 +11,7 @@ away does (``SweepFailed``), because every later measurement would be wrong.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -199,6 +200,7 @@ class Sweep:
 
     def run(self) -> Dict[str, Any]:
         os.makedirs(self.options.log_dir, exist_ok=True)
+        self._lock = _lock_results(self.options.results_path)
         leftover = launcher.stop_leftover(self.results.inflight_path)
         previous = {} if self.options.force else self.results.measured(self.options.fingerprint)
         for line in previous.values():
@@ -422,6 +424,23 @@ def _exit_code(server: Any, grace_s: float) -> Optional[int]:
         if code is not None or time.monotonic() >= deadline:
             return code
         time.sleep(0.05)
+
+
+def _lock_results(results_path: str) -> int:
+    """Hold the results file for this sweep: a second sweep on it would stop our servers.
+
+    The lock is the kernel's (flock), so it goes with the process, killed or not.
+    """
+    fd = os.open(results_path + ".lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise SweepFailed(
+            "another sweep is running with the results file %s; give each sweep (and each "
+            "inventory host on one machine) its own results folder" % results_path
+        ) from None
+    return fd
 
 
 def _raise_cancelled(signum: int, frame: Any) -> None:

@@ -151,3 +151,44 @@ def _servers_of(model: Path) -> list[int]:
             if str(model).encode() in cmdline.split(b"\0"):
                 found.append(int(entry.name))
     return found
+
+
+def test_two_hosts_sweep_into_one_run_and_the_database_merges_them(
+    sweep_env: dict[str, str], bwtune_home: Path, tmp_path: Path
+) -> None:
+    # Two inventory hosts on this machine: each its own port and results folder, as two
+    # nodes of a fleet would have; the controller merges both into one run.
+    inventory = tmp_path / "two_nodes.yml"
+    node = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "bwtune_simulated": True,
+        "bwtune_sweep_launch_command": ["{{ ansible_playbook_python }}", "-m", "bwtune.standin"],
+    }
+    hosts = {
+        name: {**node, "bwtune_sweep_port": port, "bwtune_sweep_results_dir": str(tmp_path / name)}
+        for name, port in (("node-a", 31500), ("node-b", 31700))
+    }
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    matrix = tiny_matrix(tmp_path, ["flashinfer_cutlass", "marlin"])
+
+    argv = bwtune_argv("sweep", "-i", str(inventory), "-m", str(matrix), "--json")
+    done = run(argv, sweep_env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)
+    by_host: dict[str, set[str]] = {}
+    for result in output["results"]:
+        by_host.setdefault(result["host"], set()).add(result["status"])
+    assert by_host == {"node-a": {"ok"}, "node-b": {"ok"}}
+    assert len(output["results"]) == 4
+    for name in hosts:  # each node wrote its own results file
+        lines = (tmp_path / name / output["run_id"] / "results.jsonl").read_text().splitlines()
+        assert {json.loads(line)["host"] for line in lines} == {name}
+
+    # Importing a node's file again changes nothing in the merged run.
+    before = run(bwtune_argv("export", output["run_id"], "--format", "json"), sweep_env).stdout
+    node_a_file = tmp_path / "node-a" / output["run_id"] / "results.jsonl"
+    again = run(bwtune_argv("import", str(node_a_file), "--run-id", output["run_id"]), sweep_env)
+    assert again.returncode == 0, again.stderr
+    after = run(bwtune_argv("export", output["run_id"], "--format", "json"), sweep_env).stdout
+    assert json.loads(after) == json.loads(before)

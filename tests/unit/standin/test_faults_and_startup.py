@@ -57,12 +57,9 @@ def test_broken_checkpoint_fails_at_start(launch, tmp_path, files, needle):
 
 
 def test_sglang_rule_refuses_at_start_with_traceback(launch):
-    # SGLang 0.5.23: speculative decoding with --disable-radix-cache and extra_buffer together
-    # raises ValueError in ServerArgs (planner rule kind "sglang").
-    code, log = finish(
-        launch(*BASE, "--speculative-algorithm", "NEXTN", "--mamba-radix-cache-strategy", "extra_buffer",
-               "--disable-radix-cache")
-    )  # fmt: skip
+    # SGLang 0.5.23 on SM120 refuses trtllm_mha attention with an FP8 KV cache in its argument
+    # checks (planner rule trtllm-mha-fp8-kv-sm120, kind "sglang").
+    code, log = finish(launch(*BASE, "--attention-backend", "trtllm_mha", "--kv-cache-dtype", "fp8_e4m3"))
     assert code == 1
     assert "Traceback (most recent call last):" in log and "ValueError: " in log
     assert "Load weight begin" not in log

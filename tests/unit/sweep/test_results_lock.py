@@ -1,0 +1,23 @@
+"""One sweep per results file: a second one is refused before it can touch the first's server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.bwtune.sglang.plugins.module_utils.sweep import SweepFailed, _lock_results
+
+
+def test_a_second_sweep_on_the_same_results_file_is_refused(tmp_path: Path) -> None:
+    results = str(tmp_path / "results.jsonl")
+    held = _lock_results(results)
+    try:
+        with pytest.raises(SweepFailed, match="another sweep is running with the results file"):
+            _lock_results(results)
+        other = _lock_results(str(tmp_path / "other.jsonl"))  # another file: no conflict
+        os.close(other)
+    finally:
+        os.close(held)
+    os.close(_lock_results(results))  # released with its holder
