@@ -9,44 +9,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from bwtune import runner
-from bwtune.progress import TaskLines
+from bwtune.commands import _task_playbook as task_playbook
 
 NAME = "facts"
 HELP = "Gather GPU, software stack and checkpoint facts from the inventory's hosts."
 
-EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 FACTS_PLAYBOOK = "facts.yml"
 COLUMNS = ("host", "GPUs", "sm", "driver", "CUDA", "torch", "sgl_kernel", "sglang", "fingerprint")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-i", "--inventory", required=True, help="Ansible inventory (file or directory)")
-    parser.add_argument("--limit", help="only these hosts (an Ansible host pattern)")
-    parser.add_argument("--forks", type=int, help="hosts Ansible works on at once")
+    task_playbook.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print every host's facts as JSON on stdout")
-    parser.add_argument("--quiet", action="store_true", help="no per-task progress lines")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        inventory = runner.load_inventory(args.inventory, args.limit)
-    except runner.InventoryError as exc:
-        print(f"bwtune: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    with runner.cancel_on_interrupt() as cancel:
-        outcome = runner.run_playbook(
-            FACTS_PLAYBOOK,
-            inventory,
-            {},
-            limit=args.limit,
-            forks=args.forks,
-            on_event=TaskLines(quiet=args.quiet).on_event,
-            quiet=True,
-            cancel=cancel.event,
-        )
-    if outcome.canceled:
-        print("bwtune: facts cancelled", file=sys.stderr)
-        return 130
+    done = task_playbook.run_task_playbook(FACTS_PLAYBOOK, args, "facts")
+    if done.outcome is None or done.inventory is None or done.exit_code:
+        return done.exit_code
+    outcome, inventory = done.outcome, done.inventory
     facts = host_facts(outcome)
     rows = [host_row(host, facts[host], inventory.simulated(host)) for host in sorted(facts)]
     groups = sweep_groups(rows)
@@ -55,11 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         print_facts(rows, groups)
-    for failure in outcome.failures.values():
-        print(f"bwtune: {failure.line()}", file=sys.stderr)
-    if outcome.error:
-        print(f"bwtune: the facts playbook did not run: {outcome.error}", file=sys.stderr)
-    return EXIT_HOST_FAILED if outcome.failures or outcome.rc != 0 else EXIT_OK
+    return task_playbook.report_failures(outcome, "facts")
 
 
 def host_facts(outcome: runner.PlaybookRun) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,70 @@
+"""What `bwtune facts` and `bwtune provision` share: run one playbook, one line per task.
+
+(Not a subcommand: it has no `run`, so `bwtune.cli` passes it over.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from bwtune import collection, runner
+from bwtune.progress import TaskLines
+
+EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT, EXIT_CANCELED = 0, 1, 2, 130
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-i", "--inventory", required=True, help="Ansible inventory (file or directory)")
+    parser.add_argument("--limit", help="only these hosts (an Ansible host pattern)")
+    parser.add_argument("--forks", type=int, help="hosts Ansible works on at once")
+    parser.add_argument("--quiet", action="store_true", help="no per-task progress lines")
+
+
+@dataclass
+class TaskPlaybookRun:
+    """A finished run, or the exit code that ended it early (bad inventory, Ctrl-C)."""
+
+    exit_code: int
+    inventory: runner.Inventory | None = None
+    outcome: runner.PlaybookRun | None = None
+
+
+def run_task_playbook(playbook: str, args: argparse.Namespace, what: str) -> TaskPlaybookRun:
+    try:
+        inventory = runner.load_inventory(args.inventory, args.limit)
+    except runner.InventoryError as exc:
+        print(f"bwtune: {exc}", file=sys.stderr)
+        return TaskPlaybookRun(EXIT_BAD_INPUT)
+    path = collection.playbook(playbook)
+    if not path.is_file():
+        print(
+            f"bwtune: this bwtune has no {what} playbook yet ({path} is missing); nothing was run",
+            file=sys.stderr,
+        )
+        return TaskPlaybookRun(EXIT_BAD_INPUT, inventory)
+    with runner.cancel_on_interrupt() as cancel:
+        outcome = runner.run_playbook(
+            playbook,
+            inventory,
+            {},
+            limit=args.limit,
+            forks=args.forks,
+            on_event=TaskLines(quiet=args.quiet).on_event,
+            quiet=True,
+            cancel=cancel.event,
+        )
+    if outcome.canceled:
+        print(f"bwtune: {what} cancelled", file=sys.stderr)
+        return TaskPlaybookRun(EXIT_CANCELED, inventory, outcome)
+    return TaskPlaybookRun(EXIT_OK, inventory, outcome)
+
+
+def report_failures(outcome: runner.PlaybookRun, what: str) -> int:
+    """One stderr line per failed host; the exit code the run earns."""
+    for failure in outcome.failures.values():
+        print(f"bwtune: {failure.line()}", file=sys.stderr)
+    if outcome.error:
+        print(f"bwtune: the {what} playbook did not run: {outcome.error}", file=sys.stderr)
+    return EXIT_HOST_FAILED if outcome.failures or outcome.rc != 0 else EXIT_OK
