@@ -4,8 +4,9 @@
 
 Every line is written with write + flush + fsync before the next launch starts (and the
 directory is fsynced when the file is created), so a kill loses at most the config in
-flight. A kill in the middle of a write leaves a torn last line: readers skip it and the next
-append cuts it off first. Beside the file, `<results>.inflight.json` names the server being
+flight. A kill in the middle of a write leaves a torn last line: readers skip it (the one
+rule of results_contract.parse_jsonl, which `bwtune import` uses too) and the next append
+cuts it off first. Beside the file, `<results>.inflight.json` names the server being
 measured (pid, process group, start time, port) so the next run can stop a leftover server.
 """
 
@@ -16,12 +17,10 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Set
 
-# Lines that describe a plan decision rather than a launch: not "measured".
-UNLAUNCHED = ("pruned", "duplicate")
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
 
-
-class ResultsFileError(ValueError):
-    """A results file that cannot be read; the message names the file and line."""
+# A results file that cannot be read; the message names the file and line.
+ResultsFileError = results_contract.ResultsFormatError
 
 
 def _fsync_dir(path: str) -> None:
@@ -76,7 +75,7 @@ class ResultsFile:
         size = os.fstat(fd).st_size
         if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
             return
-        # Find the last newline; everything after it is a line a kill cut short.
+        # Find the last newline; what follows it is a line without its newline.
         pos, keep = size, 0
         while pos > 0:
             start = max(0, pos - 65536)
@@ -86,40 +85,29 @@ class ResultsFile:
                 keep = start + i + 1
                 break
             pos = start
-        os.ftruncate(fd, keep)
+        if results_contract.complete_json_object(os.pread(fd, size - keep, keep)) is not None:
+            # A whole line that lost only its newline: readers keep it, so keep it here too.
+            os.write(fd, b"\n")
+        else:
+            os.ftruncate(fd, keep)  # a line a kill cut short: readers skip it
         os.fsync(fd)
 
     # -- reading
 
     def read(self) -> List[Dict[str, Any]]:
-        """Every complete line, in order. A torn last line (no newline) is skipped; a bad line
-        elsewhere raises ResultsFileError naming it."""
+        """Every complete line, in order (results_contract.parse_jsonl: a torn last line is
+        skipped; a bad line elsewhere raises ResultsFileError naming it)."""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            records, _warnings = results_contract.read_jsonl(self.path)
         except FileNotFoundError:
             return []
-        lines = data.split(b"\n")
-        tail = lines.pop()  # b"" when the file ends with a newline, else the torn line
-        del tail
-        out = []
-        for n, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError as exc:
-                raise ResultsFileError(f"{self.path}:{n}: not a JSON line ({exc})") from None
-            if not isinstance(obj, dict):
-                raise ResultsFileError(f"{self.path}:{n}: a results line must be a JSON object")
-            out.append(obj)
-        return out
+        return records
 
     def measured(self, stack_fingerprint: Optional[str]) -> Dict[str, Dict[str, Any]]:
         """config_id -> its latest launched line for this stack (what a resume skips)."""
         done: Dict[str, Dict[str, Any]] = {}
         for line in self.read():
-            if line.get("status") in UNLAUNCHED:
+            if not results_contract.is_launched(line.get("status")):
                 continue
             if line.get("stack_fingerprint") != stack_fingerprint or "config_id" not in line:
                 continue

@@ -19,45 +19,45 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-STRATEGIES = ("grid", "coordinate", "screen")
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
+
+# The names are the contract's (the CLI and the module offer the same choices).
+STRATEGIES = results_contract.STRATEGIES
 
 
 class Objective:
-    """The matrix's objective: a metric of one workload, to maximise or minimise."""
+    """The matrix's objective: a metric of one workload, to maximise or minimise.
 
-    def __init__(self, workload: str, metric: str, goal: str = "max") -> None:
+    Defaults and the value a line competes with are results_contract's, so the node's
+    strategies optimise what the controller's report ranks by.
+    """
+
+    def __init__(self, workload: Optional[str], metric: str, goal: str = "max") -> None:
         self.workload = workload
         self.metric = metric
         self.goal = goal
 
     @classmethod
     def from_matrix(cls, matrix: Dict[str, Any]) -> "Objective":
-        objective = matrix.get("objective") or {}
-        workloads = matrix.get("workloads") or [{}]
-        return cls(
-            workload=objective.get("workload") or workloads[0].get("name", ""),
-            metric=objective.get("metric", "output_tok_s_per_request"),
-            goal=objective.get("goal", "max"),
-        )
+        objective = results_contract.objective_of(matrix)
+        return cls(workload=objective["workload"], metric=objective["metric"], goal=objective["goal"])
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"workload": self.workload, "metric": self.metric, "goal": self.goal}
 
     def better(self, a: float, b: float) -> bool:
-        return a > b if self.goal == "max" else a < b
+        return results_contract.better(a, b, self.goal)
 
     def value(self, result: Dict[str, Any], workload: Optional[str] = None) -> Optional[float]:
         """The objective value of a result line, or None when it has none (failed, pruned)."""
-        if result.get("status") != "ok":
-            return None
-        block = (result.get("metrics") or {}).get(workload or self.workload) or {}
-        value = (block.get("values") or {}).get(self.metric)
-        return float(value) if isinstance(value, (int, float)) else None
+        return results_contract.eligible_value(result, self.as_dict(), workload)
 
     def interval(
         self, result: Dict[str, Any], workload: Optional[str] = None
     ) -> Optional[Tuple[float, float]]:
-        block = (result.get("metrics") or {}).get(workload or self.workload) or {}
-        ci = (block.get("ci95") or {}).get(self.metric)
-        if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
-            return float(ci[0]), float(ci[1])
+        ci = results_contract.metric_ci95(result, self.as_dict(), workload)
+        if ci is not None:
+            return ci
         value = self.value(result, workload)
         return (value, value) if value is not None else None
 
@@ -77,12 +77,11 @@ class Scoreboard:
         return self.objective.value(result) if result else None
 
     def best(self, config_ids: Optional[List[str]] = None) -> Optional[str]:
-        best_id, best_value = None, None
-        for config_id in config_ids if config_ids is not None else list(self.results):
-            value = self.value(config_id)
-            if value is not None and (best_value is None or self.objective.better(value, best_value)):
-                best_id, best_value = config_id, value
-        return best_id
+        """The best config among `config_ids` (all recorded when None), by the contract's rule."""
+        ids = config_ids if config_ids is not None else list(self.results)
+        lines = [self.results[i] for i in ids if i in self.results]
+        best = results_contract.pick_best(lines, self.objective.as_dict())
+        return None if best is None else str(best["config_id"])
 
 
 def screen_passes(candidate: Tuple[float, float], best: Optional[Tuple[float, float]], goal: str) -> bool:

@@ -57,6 +57,15 @@ def test_torn_last_line_is_skipped_and_cut_before_the_next_append(tmp_path):
     assert path.read_bytes().endswith(b"\n") and b"c2" not in path.read_bytes()
 
 
+def test_a_whole_line_missing_only_its_newline_is_kept_by_reader_and_writer(tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(line("c0")) + "\n" + json.dumps(line("c1")))  # killed before "\n"
+    rf = ResultsFile(str(path))
+    assert [r["config_id"] for r in rf.read()] == ["c0", "c1"]
+    rf.append(line("c2"))
+    assert [r["config_id"] for r in rf.read()] == ["c0", "c1", "c2"]
+
+
 def test_torn_only_line_leaves_an_empty_file(tmp_path):
     path = tmp_path / "results.jsonl"
     path.write_bytes(b'{"config_id": "c0"')
