@@ -15,6 +15,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+# One definition of a results line's ci95 and cv (exact Student-t quantiles).
+from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import mean_ci95
+
 
 @dataclass
 class RequestTiming:
@@ -52,26 +55,6 @@ class Slo:
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
 SUMMARIES = ("mean", "median", "p90", "p99")
-
-# Two-sided 95% Student-t critical values t(0.975, df); the stdlib has no t distribution.
-_T975 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-    9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
-    16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
-    23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045,
-    30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
-}  # fmt: skip
-
-
-def t_critical_95(df: int) -> float:
-    """t(0.975, df); between table rows, the row of the next smaller df (conservative)."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if df in _T975:
-        return _T975[df]
-    if df > 120:
-        return 1.960
-    return _T975[max(k for k in _T975 if k < df)]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -166,18 +149,6 @@ def accept_length_from_server_info(
     if verify_run <= 0:
         return after
     return tokens_run / verify_run
-
-
-def mean_ci95(values: Sequence[float]) -> tuple[float, tuple[float, float] | None, float | None]:
-    """(mean, 95% CI or None for n < 2, coefficient of variation or None)."""
-    n = len(values)
-    mean = math.fsum(values) / n
-    if n < 2:
-        return mean, None, None
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_critical_95(n - 1) * sd / math.sqrt(n)
-    cv = sd / abs(mean) if mean else None
-    return mean, (mean - half, mean + half), cv
 
 
 def aggregate(repetitions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
