@@ -66,7 +66,7 @@ def host_vars(result: Mapping[str, Any]) -> dict[str, Any]:
     if model is None:
         args = server_args(result)
         model = next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg[2:] in _MODEL_FLAGS), None)
-    return {"sglang_server_model_path": model, "sglang_server_flags": flags}
+    return {"bwtune_model_path": model, "server_flags": flags}
 
 
 def host_vars_snippet(result: Mapping[str, Any], *, run_id: str | None = None) -> str:

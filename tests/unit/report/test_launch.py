@@ -45,8 +45,8 @@ def test_host_vars_snippet_is_yaml_for_the_server_role() -> None:
     snippet = launch.host_vars_snippet(RESULT, run_id="r1")
     assert snippet.startswith("# host_vars/gpu-a.yml: config c0123456789, best of run r1\n")
     loaded = yaml.safe_load(snippet)
-    assert loaded["sglang_server_model_path"] == "/models/My Model's dir"
-    flags = loaded["sglang_server_flags"]
+    assert loaded["bwtune_model_path"] == "/models/My Model's dir"
+    flags = loaded["server_flags"]
     assert "model-path" not in flags
     assert flags["tp-size"] == 8 and flags["trust-remote-code"] is True
     assert flags["json-model-override-args"] == {"rope_scaling": {"factor": 2}}

@@ -83,7 +83,7 @@ def test_config_table_and_winner(rendered) -> None:
     low, high = best.ci95
     assert f"{low:,.1f} \u2013 {high:,.1f}" in md
     snippet = md.split("```yaml\n")[1].split("```")[0]
-    assert yaml.safe_load(snippet)["sglang_server_flags"]["moe-runner-backend"] == "flashinfer_trtllm"
+    assert yaml.safe_load(snippet)["server_flags"]["moe-runner-backend"] == "flashinfer_trtllm"
     command = md.split("```sh\n")[1].split("```")[0]
     assert command.startswith("python -m sglang.launch_server")
     assert "--enable-dp-attention" in command
