@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import NOT_LAUNCHED
 from bwtune.runner import RunnerEvent
 
 SWEEP_PROGRESS_ACTION = "sweep_progress"
-NOT_LAUNCHED = ("pruned", "duplicate")
 
 
 @dataclass

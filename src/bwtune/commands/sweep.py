@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
 from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
@@ -23,7 +24,7 @@ HELP = "Run a sweep matrix on the inventory's hosts, keep the results and write 
 EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT, EXIT_CANCELED = 0, 1, 2, 130
 SWEEP_PLAYBOOK, CANCEL_PLAYBOOK = "sweep.yml", "sweep_cancel.yml"
 FOLLOW_TASK = "Follow the sweep"
-STRATEGIES = ("grid", "coordinate", "screen")
+STRATEGIES = results_contract.STRATEGIES
 AUTO_NEEDS_FACTS = "is auto but no facts give it"
 
 
@@ -330,5 +331,7 @@ def _status_text(result: Mapping[str, Any]) -> str:
 
 
 def _check_run_id(run_id: str) -> None:
-    if not run_id or "/" in run_id or run_id.startswith(".") or len(run_id) > 128:
-        raise BadInput(f"--resume {run_id!r}: not a run id")
+    try:
+        results_contract.check_run_id(run_id, "--resume")
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
