@@ -24,8 +24,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-FAILURE_CLASSES = ("invalid-args", "unsupported-hardware", "oom", "startup-timeout", "crashed")
+# Failure classes are the results contract's. AUTH_FAILED: a server refused the client's
+# credentials (HTTP 401/403): the sweep's API key is not the server's, never "wrong-output".
+from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import AUTH_FAILED
+
 LOG_TAIL_LINES = 50
+# Every server a sweep starts carries this variable in its environment, set to the sweep's
+# results file: a later run finds its servers in /proc even when no in-flight record names them.
+SERVER_MARKER = "BWTUNE_SWEEP_RESULTS"
+# The bind error of a server whose port was taken between the check and its bind (uvicorn's
+# wording, and the errno's): the launch is retried on another port, it is not the config's fault.
+_ADDRESS_IN_USE = re.compile(r"address already in use|\[Errno 98\]|EADDRINUSE", re.I)
 
 # Log signatures, checked in this order. A line naming out-of-memory wins over everything,
 # then kernels the GPU lacks, then argument errors (only before weights start loading).
@@ -113,6 +122,17 @@ def _proc_stat(pid: int) -> tuple[str, int, int, int, int] | None:
     return rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19])
 
 
+def _proc_environ(pid: int) -> dict[bytes, bytes]:
+    """The environment a process started with ({} if gone or not ours to read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    pairs = (entry.partition(b"=") for entry in raw.split(b"\0") if entry)
+    return {name: value for name, _eq, value in pairs}
+
+
 def _boot_id() -> str | None:
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
@@ -187,6 +207,22 @@ def group_members(pgid: int, leader: int | None = None, min_start: int | None = 
                 todo.extend(children.get(p, []))
     members.discard(os.getpid())
     return members
+
+
+def marked_pids(marker: str) -> set[int]:
+    """Live processes started with SERVER_MARKER=marker in their environment (servers of one
+    results file, and every process they forked)."""
+    want = marker.encode()
+    found = set()
+    for pid in _all_pids():
+        if pid == os.getpid():
+            continue
+        st = _proc_stat(pid)
+        if st is None or st[0] in ("Z", "X"):
+            continue
+        if _proc_environ(pid).get(SERVER_MARKER.encode()) == want:
+            found.add(pid)
+    return found
 
 
 # ---------------------------------------------------------------- start and health
@@ -285,10 +321,31 @@ def wait_healthy(
             # 404: a server without /health; /health_generate decides.
             health_ok = status in (200, 404)
         if health_ok:
-            status = _http_status(handle.host, handle.port, "/health_generate", min(60.0, left), api_key)
+            path = "/health_generate"
+            status = _http_status(handle.host, handle.port, path, min(60.0, left), api_key)
             if status == 200:
+                # /health* answer without a key: ask one route that needs it.
+                path = "/v1/models"
+                status = _http_status(handle.host, handle.port, path, min(60.0, left), api_key)
+            if status in (401, 403):
+                message = auth_message(status, path, api_key)
+                return HealthResult(False, time.monotonic() - t0, AUTH_FAILED, message)
+            if status != 0 and path == "/v1/models":
                 return HealthResult(True, time.monotonic() - t0)
         time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+
+def auth_message(status: int, path: str, api_key: str | None) -> str:
+    sent = "with the sweep's API key" if api_key else "without an API key"
+    return (
+        f"HTTP {status} on {path} {sent}: the server wants another key; set it in sweep_api_key"
+        " (never in the matrix or the launch command)"
+    )
+
+
+def address_in_use(lines: Sequence[str]) -> bool:
+    """The server could not bind its port: another process took it after the port was chosen."""
+    return any(_ADDRESS_IN_USE.search(line) for line in lines)
 
 
 def classify_failure(lines: Sequence[str], *, exited: bool, returncode: int | None) -> tuple[str, str]:
@@ -400,9 +457,11 @@ def stop_server(
     kill_wait_s: float = 10.0,
     release_timeout_s: float = 60.0,
     nvidia_smi: str = "nvidia-smi",
+    check_port: bool = True,
 ) -> StopResult:
     """SIGTERM the group, SIGKILL after grace_s, then verify that processes, port and GPU memory
-    are released. Raises OrphanError if anything is left."""
+    are released. Raises OrphanError if anything is left. `check_port=False` for a server that
+    never bound its port (another process holds it)."""
     t0 = time.monotonic()
     pids = group_members(handle.pgid, handle.pid, handle.start_ticks)
     if _alive(handle.pid, handle.start_ticks):
@@ -424,7 +483,7 @@ def stop_server(
     returncode = handle.proc.wait() if handle.proc is not None else None
 
     deadline = time.monotonic() + release_timeout_s
-    while port_open(handle.host, handle.port):
+    while check_port and port_open(handle.host, handle.port):
         if time.monotonic() >= deadline:
             raise OrphanError(
                 f"port {handle.host}:{handle.port} still open {release_timeout_s:g} s after stop"

@@ -11,7 +11,7 @@ away does (``SweepFailed``), because every later measurement would be wrong.
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import os
 import signal
@@ -25,17 +25,21 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import (
     correctness,
     launcher,
     planner,
+    results_contract,
     results_file,
     strategies,
     sweep_state,
 )
 
 # The name of the screening workload in a result's metrics (strategy "screen").
-SCREEN = "screen"
+SCREEN = results_contract.SCREEN_WORKLOAD
 
 # A crashing server's sockets close before the kernel reports the process dead, so a client
 # sees the broken connection first: after errors, wait this long before calling it alive.
 DEATH_GRACE_S = 2.0
+# A launch whose port another process took before the server bound it is started again on
+# the next free port, this many times at most (then the sweep stops: the node is too busy).
+PORT_ATTEMPTS = 5
 
 
 class BadInput(ValueError):
@@ -66,10 +70,17 @@ class SweepOptions:
         self.results_path = os.path.abspath(os.path.expanduser(params["results_path"]))
         folder = os.path.dirname(self.results_path)
         self.run_id = params.get("run_id") or os.path.basename(folder)
+        try:  # the controller keeps runs under runs/<run id>/: a line it cannot store is lost
+            results_contract.check_run_id(self.run_id, "run_id")
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
         self.log_dir = os.path.join(folder, "logs")
         python = params.get("python") or "python3"
         self.launch_command = list(params.get("launch_command") or [python, "-m", "sglang.launch_server"])
         self.env = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
+        # Secrets (an HF token) reach the servers' environment only; the module's option is
+        # no_log, and nothing the sweep writes or returns carries them.
+        self.secret_env = {str(k): str(v) for k, v in (params.get("secret_env") or {}).items()}
         self.api_key = params.get("api_key")
         self.host = params.get("host") or "127.0.0.1"
         self.port = int(params.get("port") or 30000)
@@ -90,6 +101,15 @@ class SweepOptions:
         stack = self.facts.get("stack") or {}
         self.fingerprint = str(stack.get("fingerprint") or "unknown")
         self.node = params.get("node") or socket.gethostname()
+        # One sweep per node at a time: every sweep whose results share this folder's parent
+        # (the node's results root) takes this lock.
+        self.node_lock_path = os.path.abspath(
+            os.path.expanduser(params.get("node_lock") or sweep_state.node_lock_path(self.results_path))
+        )
+
+    def secrets(self) -> List[str]:
+        """Values that must not appear in anything the sweep records (log tails, messages)."""
+        return [v for v in [self.api_key, *self.secret_env.values()] if v]
 
     @classmethod
     def from_params(cls, params: Dict[str, Any]) -> "SweepOptions":
@@ -166,8 +186,8 @@ class Sweep:
     # -- one line per config -----------------------------------------------------------
 
     def _line(self, config: Dict[str, Any], status: str, **extra: Any) -> Dict[str, Any]:
-        line = {
-            "schema": 1,
+        """A results line (results_contract.make_line: every field, nothing unknown)."""
+        fields: Dict[str, Any] = {
             "run_id": self.options.run_id,
             "host": self.options.node,
             "config_id": config["id"],
@@ -180,28 +200,32 @@ class Sweep:
             "stack_fingerprint": self.options.fingerprint,
             "gpu": self.plan.get("gpu"),
             "sglang_version": self.plan.get("sglang_version"),
-            "started_at": None,
             "finished_at": _now(),
-            "timings": {},
-            "metrics": {},
-            "accept_length": None,
-            "failure": None,
             "reasons": config.get("reasons", []),
         }
-        line.update(extra)
-        return line
+        fields.update(extra)
+        return results_contract.make_line(**fields)
 
     def _record(self, line: Dict[str, Any]) -> None:
-        self.results.append(line)
+        try:
+            self.results.append(line)
+        except OSError as exc:
+            raise SweepFailed(
+                "cannot write %s: %s; the config %s was measured but not recorded"
+                % (self.results.path, exc.strerror or exc, line.get("config_id")),
+                partial=self._partial(),
+            ) from None
         self.scores.record(line)
         self.lines.append(line)
 
     # -- the run ------------------------------------------------------------------------
 
     def run(self) -> Dict[str, Any]:
-        os.makedirs(self.options.log_dir, exist_ok=True)
+        _writing(self.options.log_dir, os.makedirs, self.options.log_dir, exist_ok=True)
+        self._node_lock = _lock_node(self.options)
         self._lock = _lock_results(self.options.results_path)
-        leftover = launcher.stop_leftover(self.results.inflight_path)
+        sweep_state.remove_stale_tmp(self.options.results_path)
+        leftover = sweep_state.stop_leftovers(self.options.results_path)
         previous = {} if self.options.force else self.results.measured(self.options.fingerprint)
         for line in previous.values():
             self.scores.record(line)
@@ -215,7 +239,10 @@ class Sweep:
             self.options.matrix.get("baseline"),
         )
         planned = len(self.plan["launches"]) - len(previous)
-        progress = sweep_state.Progress(self.options.results_path, self.options.run_id, planned)
+        try:
+            progress = sweep_state.Progress(self.options.results_path, self.options.run_id, planned)
+        except sweep_state.WriteFailed as exc:
+            raise SweepFailed(str(exc)) from None
         signal.signal(signal.SIGTERM, _raise_cancelled)
         error = None
         try:
@@ -232,15 +259,27 @@ class Sweep:
                 self.launches,
                 self.options.results_path,
             )
+        except sweep_state.WriteFailed as exc:
+            raise SweepFailed(
+                "%s; the %d configs finished before are in %s"
+                % (exc, self.launches, self.options.results_path),
+                partial=self._partial(),
+            ) from None
         outcome = self.outcome(previous, leftover, error)
-        progress.finish(outcome)
+        try:
+            progress.finish(outcome)
+        except sweep_state.WriteFailed as exc:
+            raise SweepFailed(str(exc), partial=outcome) from None
         return outcome
+
+    def _partial(self) -> Dict[str, Any]:
+        return {"results": self.lines}
 
     def _record_unlaunchable(self, previous: Dict[str, Any]) -> None:
         """Pruned and duplicate configs get their line once, so the results file is the whole plan."""
         recorded = self.results.config_ids(self.options.run_id)
         for config in self.plan["configs"]:
-            if config["status"] in ("pruned", "duplicate") and config["id"] not in recorded:
+            if config["status"] in results_contract.NOT_LAUNCHED and config["id"] not in recorded:
                 if config["status"] == "pruned":
                     message = "; ".join(reason["message"] for reason in config.get("reasons", []))
                 else:
@@ -284,8 +323,25 @@ class Sweep:
     # -- one launch ---------------------------------------------------------------------
 
     def launch(self, config: Dict[str, Any], progress: sweep_state.Progress) -> Dict[str, Any]:
+        """Start, measure and stop one config; a lost port race starts it again on another port."""
+        port = self.options.port
+        for _attempt in range(PORT_ATTEMPTS):
+            port = _free_port(self.options.host, port)
+            line = self._launch_once(config, progress, port)
+            if line is not None:
+                return line
+            port += 1
+        raise SweepFailed(
+            "config %s: another process took the chosen port %d times in a row (last %d); "
+            "is another sweep or server starting on this node?" % (config["id"], PORT_ATTEMPTS, port - 1),
+            partial=self._partial(),
+        )
+
+    def _launch_once(
+        self, config: Dict[str, Any], progress: sweep_state.Progress, port: int
+    ) -> Optional[Dict[str, Any]]:
+        """One start of a config's server; None when it lost its port to another process."""
         options = self.options
-        port = _free_port(options.host, options.port)
         argv = [*options.launch_command, *config.get("argv", [])]
         argv += ["--host", options.host, "--port", str(port)]
         if options.api_key:
@@ -294,26 +350,59 @@ class Sweep:
         started_at = _now()
         timings: Dict[str, float] = {}
         progress.phase(config["id"], "starting")
+        marker = options.results_path
+        # Recorded before the start, so a kill at any moment leaves a record to find the server
+        # by (its environment carries the marker); completed with its pid once it runs.
+        before = {"config_id": config["id"], "host": options.host, "port": port, "log_path": log_path}
+        _writing(self.results.inflight_path, self.results.mark_inflight, dict(before, marker=marker))
+        env = {**options.env, **options.secret_env, launcher.SERVER_MARKER: marker}
         clock = time.monotonic()
-        server = launcher.start_server(argv, host=options.host, port=port, log_path=log_path, env=options.env)
-        self.results.mark_inflight(dict(server.record(), config_id=config["id"]))
-        line: Dict[str, Any]
         try:
+            server = launcher.start_server(argv, host=options.host, port=port, log_path=log_path, env=env)
+        except OSError as exc:
+            raise SweepFailed(
+                "cannot start the server of config %s (log %s): %s" % (config["id"], log_path, exc),
+                partial=self._partial(),
+            ) from None
+        line: Optional[Dict[str, Any]] = None
+        lost_port = False
+        write_error: Optional[sweep_state.WriteFailed] = None
+        try:
+            _writing(
+                self.results.inflight_path,
+                self.results.mark_inflight,
+                dict(server.record(), config_id=config["id"], marker=marker),
+            )
             line = self._measure(config, server, port, progress, timings, clock)
+            lost_port = line is None
         finally:
-            progress.phase(config["id"], "stopping")
+            # Stopping the server comes first and depends on no write: a full disk must not
+            # leave it running.
+            try:
+                progress.phase(config["id"], "stopping")
+            except sweep_state.WriteFailed as exc:
+                write_error = exc
             clock = time.monotonic()
             try:
                 stop = launcher.stop_server(
-                    server, grace_s=options.stop_grace_s, release_timeout_s=options.release_timeout_s
+                    server,
+                    grace_s=options.stop_grace_s,
+                    release_timeout_s=options.release_timeout_s,
+                    check_port=not lost_port,
                 )
             except launcher.OrphanError as exc:
                 raise SweepFailed(
                     "the server of config %s did not go away after its stop: %s" % (config["id"], exc),
-                    partial={"results": self.lines},
+                    partial=self._partial(),
                 ) from exc
             timings["stop_s"] = round(time.monotonic() - clock, 3)
-            self.results.clear_inflight()
+            # The server is gone; a stale record finds nothing and is replaced at the next launch.
+            with contextlib.suppress(OSError):
+                self.results.clear_inflight()
+        if write_error is not None:
+            raise write_error
+        if line is None:
+            return None
         line.update(
             started_at=started_at, timings=timings, release={"forced": stop.forced, "gpu": stop.gpu_check}
         )
@@ -327,11 +416,14 @@ class Sweep:
         progress: sweep_state.Progress,
         timings: Dict[str, float],
         clock: float,
-    ) -> Dict[str, Any]:
+    ) -> Optional[Dict[str, Any]]:
+        """The config's line; None when its server lost its port to another process."""
         options = self.options
         health = launcher.wait_healthy(server, timeout_s=options.startup_timeout_s, api_key=options.api_key)
         timings["startup_s"] = round(time.monotonic() - clock, 3)
         if not health.ok:
+            if server.exit_code() is not None and launcher.address_in_use(launcher.log_tail(server.log_path)):
+                return None
             return self._failed(config, server, health.failure_class or "crashed", health.message)
 
         progress.phase(config["id"], "gate")
@@ -408,12 +500,28 @@ class Sweep:
     def _failed(
         self, config: Dict[str, Any], server: Any, failure_class: str, message: str
     ) -> Dict[str, Any]:
+        secrets = self.options.secrets()
         failure = {
             "class": failure_class,
-            "message": message,
-            "log_tail": launcher.log_tail(server.log_path, 50),
+            "message": _redact(message, secrets),
+            "log_tail": [_redact(line, secrets) for line in launcher.log_tail(server.log_path, 50)],
         }
         return self._line(config, failure_class, failure=failure)
+
+
+def _redact(text: str, secrets: List[str]) -> str:
+    """A server may print its own arguments (SGLang logs server_args): keep secrets out of results."""
+    for secret in secrets:
+        text = text.replace(secret, "********")
+    return text
+
+
+def _writing(path: str, write: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a write on the node; an OSError becomes a SweepFailed naming the path."""
+    try:
+        return write(*args, **kwargs)
+    except OSError as exc:
+        raise SweepFailed("cannot write %s: %s" % (path, exc.strerror or exc)) from None
 
 
 def _exit_code(server: Any, grace_s: float) -> Optional[int]:
@@ -431,15 +539,43 @@ def _lock_results(results_path: str) -> int:
 
     The lock is the kernel's (flock), so it goes with the process, killed or not.
     """
-    fd = os.open(results_path + ".lock", os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
+    fd = sweep_state.hold_results(results_path)
+    if fd is None:
+        progress = sweep_state.read_progress(results_path) or {}
+        run_id = progress.get("run_id") or os.path.basename(os.path.dirname(results_path))
         raise SweepFailed(
-            "another sweep is running with the results file %s; give each sweep (and each "
-            "inventory host on one machine) its own results folder" % results_path
-        ) from None
+            "run %s is still running on this node (sweep pid %s, results %s): follow it, or "
+            "cancel it (bwtune cancel %s), before you start it again"
+            % (run_id, progress.get("pid") or "unknown", results_path, run_id)
+        )
+    return fd
+
+
+def _lock_node(options: SweepOptions) -> int:
+    """One sweep per node: a second one would race ours for ports and GPU memory."""
+    holder = {
+        "run_id": options.run_id,
+        "pid": os.getpid(),
+        "results_path": options.results_path,
+        "started_at": _now(),
+    }
+    try:
+        fd, other = sweep_state.hold_node(options.node_lock_path, holder)
+    except OSError as exc:
+        raise SweepFailed("cannot write %s: %s" % (options.node_lock_path, exc.strerror or exc)) from None
+    if fd is None:
+        raise SweepFailed(
+            "another sweep is running on this node: run %s (sweep pid %s, since %s, results %s); "
+            "a node runs one sweep at a time (its servers would race for ports and GPU memory): "
+            "wait for it or cancel it (bwtune cancel %s)"
+            % (
+                other.get("run_id", "?"),
+                other.get("pid", "?"),
+                other.get("started_at", "?"),
+                other.get("results_path", "?"),
+                other.get("run_id", "RUN"),
+            )
+        )
     return fd
 
 

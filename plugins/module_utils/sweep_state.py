@@ -1,24 +1,36 @@
 # Copyright: (c) 2026, bwtune developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The running sweep's progress file, beside its results file on the node.
+"""The running sweep's state on the node: its progress file, its locks, its leftovers.
 
 The sweep process rewrites ``<results>.progress.json`` atomically at every phase
 change; ``sweep_progress`` (and so the controller's live view) reads it. It also
 names the sweep's pid and that process's start time, so a reader can tell a live
 sweep from a dead one and a cancel never signals a recycled pid.
+
+Two kernel locks (flock, released with the process, killed or not): ``<results>.lock``
+(one sweep per results file) and the node lock in the results root (one sweep per node:
+two would race for ports and GPU memory). Whoever holds the results lock may stop the
+servers a dead sweep of that file left behind (``stop_leftovers``).
 """
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
 import os
 import signal
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, results_file
 
 PHASES = ("planning", "starting", "gate", "workload", "stopping", "done")
+NODE_LOCK = ".bwtune-node.lock"
+
+
+class WriteFailed(RuntimeError):
+    """A write on the node failed (a full or read-only disk); the message names the path."""
 
 
 def progress_path(results_path: str) -> str:
@@ -61,7 +73,10 @@ class Progress:
         self.save()
 
     def save(self) -> None:
-        results_file.write_json_atomic(self.path, self.data)
+        try:
+            results_file.write_json_atomic(self.path, self.data)
+        except OSError as exc:
+            raise WriteFailed("cannot write %s: %s" % (self.path, exc.strerror or exc)) from None
 
     def phase(self, config_id: str, phase: str, workload: int = 0, workloads: int = 0) -> None:
         self.data["current"] = {
@@ -93,6 +108,97 @@ def read_progress(results_path: str) -> Optional[Dict[str, Any]]:
     return read_json(progress_path(results_path))
 
 
+def node_lock_path(results_path: str) -> str:
+    """The node lock: in the results root, the folder that holds every run's folder."""
+    run_folder = os.path.dirname(os.path.abspath(results_path))
+    return os.path.join(os.path.dirname(run_folder), NODE_LOCK)
+
+
+def _try_flock(path: str) -> Optional[int]:
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def hold_results(results_path: str) -> Optional[int]:
+    """The results file's lock (an fd to keep open), or None while a sweep holds it."""
+    os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
+    return _try_flock(results_path + ".lock")
+
+
+def hold_node(path: str, holder: Dict[str, Any]) -> Tuple[Optional[int], Dict[str, Any]]:
+    """(fd, {}) with the node lock taken and `holder` written in it, or (None, the holder's
+    own record) while another sweep holds it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = _try_flock(path)
+    if fd is None:
+        return None, read_json(path) or {}
+    try:  # who holds it, for the next one's message; the lock works without it
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder, sort_keys=True).encode(), 0)
+    except OSError:
+        pass
+    return fd, {}
+
+
+def remove_stale_tmp(results_path: str) -> List[str]:
+    """Remove the half-written temporary files a killed sweep of this results file left.
+
+    Only the holder of the results lock calls this: no other writer of them runs.
+    """
+    removed = []
+    for path in glob.glob(glob.escape(results_path) + ".*.tmp.*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def stop_leftovers(results_path: str, **stop_kwargs: Any) -> Optional[Dict[str, Any]]:
+    """Stop every server a dead sweep of this results file left running. Call with the
+    results lock held (no live sweep of the file then has servers).
+
+    Found by the in-flight record, and by the marker in their environment (a server the
+    record does not name: the sweep was killed while it started it). Returns the first one
+    stopped, as the summary shows it (with `others` counting the rest), or None.
+    """
+    inflight = results_file.ResultsFile(results_path).read_inflight() or {}
+    stopped = []
+    recorded = launcher.stop_leftover(inflight, **stop_kwargs) if inflight.get("pid") else None
+    if recorded is not None:
+        stopped.append(recorded)
+    groups: Dict[int, int] = {}  # process group -> one marked process of it
+    marked = launcher.marked_pids(results_path)
+    for pid in sorted(marked):
+        try:
+            groups.setdefault(os.getpgid(pid), pid)
+        except ProcessLookupError:
+            continue
+    for pgid, pid in sorted(groups.items()):
+        record = {
+            "pid": pgid if pgid in marked else pid,
+            "pgid": pgid,
+            "host": inflight.get("host", "127.0.0.1"),
+            "port": inflight.get("port", 0),
+            "config_id": inflight.get("config_id"),
+        }
+        found = launcher.stop_leftover(record, **stop_kwargs)
+        if found is not None:
+            stopped.append(found)
+    if not stopped:
+        return None
+    first = dict(stopped[0])
+    if len(stopped) > 1:
+        first["others"] = len(stopped) - 1
+    return first
+
+
 def cancel(results_path: str, timeout_s: float = 120.0) -> Dict[str, Any]:
     """SIGTERM the sweep process named in the progress file and wait for it to end.
 
@@ -112,6 +218,20 @@ def cancel(results_path: str, timeout_s: float = 120.0) -> Dict[str, Any]:
     killed = is_same_process(pid, start)
     if killed:
         os.kill(pid, signal.SIGKILL)
-    # A killed sweep could not stop its server: stop it from the in-flight record.
-    leftover = launcher.stop_leftover(results_file.ResultsFile(results_path).inflight_path)
+    # A killed sweep could not stop its server: stop what it left.
+    leftover = stop_leftovers_if_free(results_path)
     return {"cancelled": True, "killed": killed, "pid": pid, "leftover_stopped": leftover}
+
+
+def stop_leftovers_if_free(results_path: str) -> Optional[Dict[str, Any]]:
+    """stop_leftovers, unless a live sweep holds the results file (then its servers are its own)."""
+    try:
+        fd = hold_results(results_path)
+    except OSError:
+        return None
+    if fd is None:
+        return None
+    try:
+        return stop_leftovers(results_path)
+    finally:
+        os.close(fd)

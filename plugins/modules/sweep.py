@@ -50,7 +50,17 @@ options:
     type: path
     default: python3
   env:
-    description: Extra environment for the server processes.
+    description:
+      - Extra environment for the server processes.
+      - It is shown in the task's result and the node's async job file; put secrets in
+        O(secret_env) instead.
+    type: dict
+    default: {}
+  secret_env:
+    description:
+      - Extra environment for the server processes that must stay secret (an C(HF_TOKEN)).
+      - Merged over O(env). Never logged, returned or written by the sweep; a server log
+        line that shows one of its values is masked in the results.
     type: dict
     default: {}
   api_key:
@@ -59,6 +69,13 @@ options:
   node:
     description: The name of this node on each result line (the inventory name). Defaults to its hostname.
     type: str
+  node_lock:
+    description:
+      - The lock that lets one sweep at a time run on this node (two would race for ports
+        and GPU memory). A second sweep fails at once, naming the run that holds it.
+      - Defaults to C(.bwtune-node.lock) in the folder above the run's folder (the results
+        root, shared by every run of the node).
+    type: path
   host:
     description: The address the server listens on and the client connects to.
     type: str
@@ -161,6 +178,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
 from ansible_collections.bwtune.sglang.plugins.module_utils import sweep as sweep_runner
 
 
@@ -173,11 +191,13 @@ def main():
             launch_command=dict(type="list", elements="str"),
             python=dict(type="path", default="python3"),
             env=dict(type="dict", default={}),
+            secret_env=dict(type="dict", default={}, no_log=True),
             api_key=dict(type="str", no_log=True),
             node=dict(type="str"),
+            node_lock=dict(type="path"),
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
-            strategy=dict(type="str", choices=["grid", "coordinate", "screen"], default="grid"),
+            strategy=dict(type="str", choices=list(results_contract.STRATEGIES), default="grid"),
             force=dict(type="bool", default=False),
             simulated=dict(type="bool", default=False),
             facts=dict(type="dict"),

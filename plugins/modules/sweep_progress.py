@@ -14,8 +14,12 @@ description:
     file, and says whether the sweep has finished.
   - Meant for an C(until) loop after the sweep was started with C(async) and C(poll=0);
     each retry carries the progress, which C(bwtune sweep) turns into its live view.
-  - Notices a sweep that died (its process is gone and it never finished), and a sweep
-    module that failed before it started (from the async job file).
+  - Reports this job's own end first (from the async job file): a sweep module that failed,
+    even at once (lock held, read-only folder, a leftover server that would not stop), is
+    this run's failure, never an earlier run's success read from the progress file.
+  - Notices a sweep that died (its process is gone and it never finished, e.g. killed):
+    says so, returns the configs it finished (in C(result.results)), and stops the server
+    it left running, unless another sweep holds the results file.
   - With O(cancel=true), stops the sweep; the sweep stops its server before it exits.
 options:
   results_path:
@@ -102,7 +106,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_file, sweep_state
 
 
 def _read_job(async_dir, job_id):
@@ -124,13 +128,38 @@ def _job_running(job):
     return job is not None and "started" in job and not job.get("finished")
 
 
-def _async_job_failure(job):
-    """The failure message of a finished async job, or None while it runs or if it succeeded."""
-    if job is None or _job_running(job):
-        return None
-    if job.get("failed") or job.get("rc"):
-        return job.get("msg") or "the sweep module failed"
-    return None
+def _module_vanished(job):
+    """The async wrapper's own failure: the module printed no result (it was killed)."""
+    return "data" in job or "outdata" in job
+
+
+def _this_run(results_path, run_id):
+    """The lines of this run the results file holds (each config finished, once)."""
+    try:
+        lines = results_file.ResultsFile(results_path).read()
+    except (OSError, ValueError):
+        return []
+    run_id = run_id or os.path.basename(os.path.dirname(results_path))
+    return [line for line in lines if line.get("run_id") == run_id]
+
+
+def _died(results_path, progress, pid):
+    """What a sweep whose process ended without a result leaves: a designed message, the
+    configs it finished, and its server stopped (no live sweep holds the results file)."""
+    lines = _this_run(results_path, progress.get("run_id"))
+    stopped = sweep_state.stop_leftovers_if_free(results_path)
+    measured = [line for line in lines if line.get("status") not in results_file.UNLAUNCHED]
+    error = (
+        "the sweep process on the node (pid %s) ended before it finished (killed?); "
+        "%d configs it measured are kept in %s%s; run the sweep again with the same run id to resume"
+        % (
+            pid or "?",
+            len(measured),
+            results_path,
+            "; its server (config %s) was stopped" % stopped.get("config_id") if stopped else "",
+        )
+    )
+    return {"error": error, "results": lines, "leftover_stopped": stopped}
 
 
 def main():
@@ -159,18 +188,24 @@ def main():
         # sweep has not written its own yet, so it is neither finished nor dead.
         progress = {}
     view = {key: progress.get(key) for key in ("planned", "done", "failed", "current", "eta_s", "run_id")}
+
+    # This job's own end comes first: the progress file may still be an earlier run's.
+    if job is not None and not _job_running(job):
+        if _module_vanished(job):
+            result = _died(results_path, progress, progress.get("pid"))
+        elif job.get("failed") or job.get("rc"):
+            result = {"error": job.get("msg") or "the sweep module failed"}
+            if job.get("results"):
+                result["results"] = job["results"]
+        else:
+            result = {key: job.get(key) for key in ("results", "best", "summary", "error")}
+        module.exit_json(changed=False, finished=True, progress=view, result=result)
+
     if progress.get("finished"):
         module.exit_json(changed=False, finished=True, progress=view, result=progress.get("result") or {})
-
-    failure = _async_job_failure(job)
-    if failure:
-        module.exit_json(changed=False, finished=True, progress=view, result={"error": failure})
     if progress and not sweep_state.is_same_process(progress.get("pid"), progress.get("pid_start_time")):
-        error = (
-            "the sweep process on the node (pid %s) ended before it finished; "
-            "run the sweep again with the same run id to resume" % progress.get("pid")
-        )
-        module.exit_json(changed=False, finished=True, progress=view, result={"error": error})
+        result = _died(results_path, progress, progress.get("pid"))
+        module.exit_json(changed=False, finished=True, progress=view, result=result)
     module.exit_json(changed=False, finished=False, progress=view)
 
 

@@ -14,7 +14,7 @@ def test_a_second_sweep_on_the_same_results_file_is_refused(tmp_path: Path) -> N
     results = str(tmp_path / "results.jsonl")
     held = _lock_results(results)
     try:
-        with pytest.raises(SweepFailed, match="another sweep is running with the results file"):
+        with pytest.raises(SweepFailed, match="is still running on this node"):
             _lock_results(results)
         other = _lock_results(str(tmp_path / "other.jsonl"))  # another file: no conflict
         os.close(other)
