@@ -41,6 +41,8 @@ def collection_files(root: Path) -> dict[str, str]:
     patterns = [*GALAXY_IGNORE_PATTERNS, f"{ns}-{name}-*.tar.gz", *(galaxy.get("build_ignore") or [])]
     dest = f"ansible_collections/{ns}/{name}"
     files = {str(root / "galaxy.yml"): f"{dest}/galaxy.yml"}
+    # Built from an sdist, the root also holds the sdist's own metadata: not the collection's.
+    own = {"galaxy.yml", "PKG-INFO"} if (root / "PKG-INFO").is_file() else {"galaxy.yml"}
 
     def ignored(rel: str) -> bool:
         return any(fnmatch.fnmatch(rel, p) for p in patterns)
@@ -54,7 +56,7 @@ def collection_files(root: Path) -> dict[str, str]:
                 # ansible-galaxy keeps a linked directory as a link; a wheel cannot: skip it.
                 if not entry.is_symlink():
                     walk(entry)
-            elif entry.is_file() and not ignored(rel) and rel != "galaxy.yml":
+            elif entry.is_file() and not ignored(rel) and rel not in own:
                 files[str(entry)] = f"{dest}/{rel}"
 
     walk(root)
