@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import failure_classifier
+
 # Failure classes are the results contract's. AUTH_FAILED: a server refused the client's
 # credentials (HTTP 401/403): the sweep's API key is not the server's, never "wrong-output".
 from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import AUTH_FAILED
@@ -35,23 +37,6 @@ SERVER_MARKER = "BWTUNE_SWEEP_RESULTS"
 # The bind error of a server whose port was taken between the check and its bind (uvicorn's
 # wording, and the errno's): the launch is retried on another port, it is not the config's fault.
 _ADDRESS_IN_USE = re.compile(r"address already in use|\[Errno 98\]|EADDRINUSE", re.I)
-
-# Log signatures, checked in this order. A line naming out-of-memory wins over everything,
-# then kernels the GPU lacks, then argument errors (only before weights start loading).
-_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Not enough memory", re.I)
-_HARDWARE = re.compile(
-    r"no kernel image is available|NotImplementedError"
-    r"|(only|not) supported (on|for) (this )?(GPU|device|architecture|SM ?\d+|sm_?\d+)"
-    r"|SM ?1[0-9]{2}[ -]only|requires? (SM|sm_?|compute capability) ?\d+"
-    r"|unsupported (GPU|architecture|compute capability|SM)",
-    re.I,
-)
-_ARG_ERROR = re.compile(r"(^|\s)error: (argument|unrecognized arguments|the following arguments)|^\w*Error: ")
-_ARG_EXCEPTION = re.compile(r"^(ValueError|AssertionError|TypeError|KeyError)\b")
-# Model loading has started: an exception after this is a crash, not a bad argument.
-_LOAD_STARTED = re.compile(
-    r"Load weight begin|Loading safetensors|Loading weights|Init torch distributed begin"
-)
 
 
 class OrphanError(RuntimeError):
@@ -349,29 +334,10 @@ def address_in_use(lines: Sequence[str]) -> bool:
 
 
 def classify_failure(lines: Sequence[str], *, exited: bool, returncode: int | None) -> tuple[str, str]:
-    """(failure class, the log line that shows it) for a server that did not become healthy."""
-    for pattern, cls in ((_OOM, "oom"), (_HARDWARE, "unsupported-hardware")):
-        for line in reversed(lines):
-            if pattern.search(line):
-                return cls, line.strip()[:300]
-    if exited:
-        load_at = next((i for i, line in enumerate(lines) if _LOAD_STARTED.search(line)), len(lines))
-        for line in reversed(lines[:load_at]):
-            s = line.strip()
-            if _ARG_ERROR.search(s) or _ARG_EXCEPTION.match(s):
-                return "invalid-args", s[:300]
-        if returncode == 2 and load_at == len(lines):
-            return "invalid-args", _last_line(lines) or "exit status 2 (argparse)"
-        last = _last_line(lines)
-        return "crashed", f"exit status {returncode}" + (f": {last}" if last else "")
-    return "startup-timeout", _last_line(lines)
+    """(failure class, the log line that shows it) for a server that did not become healthy.
 
-
-def _last_line(lines: Sequence[str]) -> str:
-    for line in reversed(lines):
-        if line.strip():
-            return line.strip()[:300]
-    return ""
+    Read from the traceback (frames, exception, SGLang's phrases): failure_classifier.py."""
+    return failure_classifier.classify_failure(lines, exited=exited, returncode=returncode)
 
 
 def log_tail(path: str, n: int = LOG_TAIL_LINES, max_bytes: int = 256 * 1024) -> list[str]:
