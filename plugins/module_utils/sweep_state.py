@@ -15,6 +15,7 @@ servers a dead sweep of that file left behind (``stop_leftovers``).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import json
@@ -168,7 +169,8 @@ def stop_leftovers(results_path: str, **stop_kwargs: Any) -> Optional[Dict[str, 
     record does not name: the sweep was killed while it started it). Returns the first one
     stopped, as the summary shows it (with `others` counting the rest), or None.
     """
-    inflight = results_file.ResultsFile(results_path).read_inflight() or {}
+    results = results_file.ResultsFile(results_path)
+    inflight = results.read_inflight() or {}
     stopped = []
     recorded = launcher.stop_leftover(inflight, **stop_kwargs) if inflight.get("pid") else None
     if recorded is not None:
@@ -191,6 +193,9 @@ def stop_leftovers(results_path: str, **stop_kwargs: Any) -> Optional[Dict[str, 
         found = launcher.stop_leftover(record, **stop_kwargs)
         if found is not None:
             stopped.append(found)
+    if inflight:
+        with contextlib.suppress(OSError):
+            results.clear_inflight()  # nothing of it runs any more
     if not stopped:
         return None
     first = dict(stopped[0])

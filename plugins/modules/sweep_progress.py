@@ -106,7 +106,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_file, sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, results_file, sweep_state
 
 
 def _read_job(async_dir, job_id):
@@ -148,7 +148,7 @@ def _died(results_path, progress, pid):
     configs it finished, and its server stopped (no live sweep holds the results file)."""
     lines = _this_run(results_path, progress.get("run_id"))
     stopped = sweep_state.stop_leftovers_if_free(results_path)
-    measured = [line for line in lines if line.get("status") not in results_file.UNLAUNCHED]
+    measured = [line for line in lines if line.get("status") not in results_contract.NOT_LAUNCHED]
     error = (
         "the sweep process on the node (pid %s) ended before it finished (killed?); "
         "%d configs it measured are kept in %s%s; run the sweep again with the same run id to resume"
