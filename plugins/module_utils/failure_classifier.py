@@ -102,10 +102,11 @@ _ARGPARSE = re.compile(
     r"|ambiguous option|one of the arguments)"
     r"|^usage: (?:launch_server\.py|sglang|python3? -m sglang)"
 )
-# Frames of argument processing (SGLang's ServerArgs, its argument groups, argparse).
+# Frames of argument processing: SGLang's ServerArgs, its argument groups, argparse, and
+# ModelConfig, which checks the flags against the checkpoint (--quantization, --context-length).
 _ARG_FRAME = re.compile(
     r"(?:/|^)(?:sglang/srt/server_args\.py|sglang/srt/server_args_config_parser\.py"
-    r"|sglang/srt/arg_groups/|argparse\.py)"
+    r"|sglang/srt/arg_groups/|sglang/srt/configs/model_config\.py|argparse\.py)"
 )
 _LAUNCH_FRAME = re.compile(r"(?:/|^)sglang/launch_server\.py")
 # Frames that only run once the arguments were accepted.
@@ -183,13 +184,19 @@ def _short(line: str) -> str:
 
 
 def _phase(frames: Sequence[str]) -> Optional[str]:
-    """invalid-args when the traceback stayed inside argument processing, crashed when it
-    reached code that runs only after the arguments were accepted, None without frames."""
+    """invalid-args when the exception was raised by argument processing, crashed when the
+    traceback reached code that runs only after the arguments were accepted, None when the
+    frames say neither. The innermost SGLang frame is where SGLang raised it (an exception
+    from torch or FlashInfer is judged by the SGLang code that called them)."""
     if not frames:
         return None
+    own = [f for f in frames if "sglang/" in f or _ARG_FRAME.search(f)]
+    innermost = own[-1] if own else frames[-1]
+    if _ARG_FRAME.search(innermost):
+        return INVALID_ARGS
     if any(_RUNTIME_FRAME.search(f) for f in frames):
         return CRASHED
-    if any(_ARG_FRAME.search(f) or _LAUNCH_FRAME.search(f) for f in frames):
+    if any(_LAUNCH_FRAME.search(f) for f in frames):
         return INVALID_ARGS
     return None
 

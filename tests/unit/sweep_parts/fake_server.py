@@ -49,9 +49,10 @@ def main() -> None:
     if a.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     register_gpu(os.getpid())
-    print("server_args=ServerArgs(...)", flush=True)
+    # Like SGLang: ServerArgs checks the flags before the server logs them.
     if a.mode == "value-error":
         raise ValueError("speculative decoding needs --mamba-radix-cache-strategy extra_buffer")
+    print("server_args=ServerArgs(...)", flush=True)
     helper = [
         sys.executable,
         "-c",
