@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext, redirect_stdout, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 
 import ansible_runner
 
-from bwtune import collection
+from bwtune import collection, playbook_guard
 from bwtune.results_db import run_dir
 
 # How often (s) ansible-runner polls the cancel callback while the playbook is quiet.
@@ -230,11 +231,16 @@ def run_playbook(
     quiet: bool = False,
     cancel: threading.Event | None = None,
     envvars: Mapping[str, str] | None = None,
+    verbosity: int = 0,
+    extra_args: Sequence[str] = (),
 ) -> PlaybookRun:
     """Run a playbook of the collection (`name`, e.g. "sweep.yml") or a playbook path.
 
     `on_event` sees every event of interest as it happens (the live view). Setting
     `cancel` stops ansible-playbook at the next poll; the run's status is then "canceled".
+    `verbosity` (0-4) is ansible-playbook's -v count; above 0 its output goes to stderr.
+    `extra_args` are more ansible-playbook arguments (the user's `-e` values).
+    ansible-playbook ends when this process ends, even by SIGKILL (`bwtune.playbook_guard`).
     """
     playbook = Path(name) if os.path.isabs(name) else collection.playbook(str(name))
     if not playbook.is_file():
@@ -264,25 +270,57 @@ def run_playbook(
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         **(envvars or {}),
     }
-    runner = ansible_runner.run(
-        private_data_dir=str(pdd),
-        ident=ident,
-        playbook=str(playbook),
-        inventory=str(inv_path.resolve()),
-        extravars=dict(extravars or {}),
-        envvars=env,
-        settings={"pexpect_timeout": _CANCEL_POLL_S},
-        limit=limit,
-        forks=forks,
-        quiet=quiet,
-        event_handler=handle,
-        cancel_callback=_Canceller(cancel),
-    )
+    command: dict[str, Any] = {"playbook": str(playbook), "cmdline": shlex.join(extra_args) or None}
+    guard = _guard_script(pdd)
+    if guard is not None:
+        # ansible-runner runs `binary` with the arguments it builds; the playbook goes last.
+        command = {"binary": str(guard), "cmdline": shlex.join([*extra_args, str(playbook)])}
+        env[playbook_guard.PARENT_ENV] = str(os.getpid())
+    # ansible-runner prints ansible-playbook's output on sys.stdout; stdout is for results.
+    silent = quiet and not verbosity
+    with nullcontext() if silent else redirect_stdout(sys.stderr):
+        runner = ansible_runner.run(
+            private_data_dir=str(pdd),
+            ident=ident,
+            inventory=str(inv_path.resolve()),
+            extravars=dict(extravars or {}),
+            envvars=env,
+            settings={"pexpect_timeout": _CANCEL_POLL_S},
+            limit=limit,
+            forks=forks,
+            verbosity=verbosity or None,
+            quiet=silent,
+            event_handler=handle,
+            cancel_callback=_Canceller(cancel),
+            **command,
+        )
     outcome.rc = int(runner.rc) if runner.rc is not None else -1
     outcome.status = str(runner.status)
     if outcome.rc != 0 and not outcome.canceled and not outcome.stats:
         outcome.error = _first_error(outcome.stdout_tail(200)) or f"ansible-playbook exited {outcome.rc}"
     return outcome
+
+
+def _guard_script(pdd: Path) -> Path | None:
+    """An executable that starts ansible-playbook under `bwtune.playbook_guard` (Linux only).
+
+    ansible-runner takes one executable path (`binary`); a two-line sh script gives it one
+    whatever the interpreter's path holds. None where prctl(PR_SET_PDEATHSIG) does not exist.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    script = pdd / "bin" / "ansible-playbook"
+    guarded = shlex.join([sys.executable, "-m", "bwtune.playbook_guard", bwtune_bin("ansible-playbook")])
+    text = (
+        "#!/bin/sh\n"
+        "# Written by bwtune.runner: ansible-playbook that ends when bwtune ends.\n"
+        f'exec {guarded} "$@"\n'
+    )
+    script.parent.mkdir(mode=0o700, exist_ok=True)
+    if not script.is_file() or script.read_text(encoding="utf-8") != text:
+        script.write_text(text, encoding="utf-8")
+    script.chmod(0o700)
+    return script
 
 
 class _Canceller:

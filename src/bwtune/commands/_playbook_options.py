@@ -1,0 +1,97 @@
+"""The options of every command that runs a playbook, spelt as ansible-playbook spells them.
+
+`-i/--inventory`, `-l/--limit`, `-e/--extra-vars` (repeatable: `key=value`, JSON or YAML,
+`@file`), `-v/--verbose` (`-vvvv` the most) and `--forks`. `-e` is checked here the way
+ansible-playbook reads it, so a bad one is one line and exit 2 before anything runs, and
+then passed to ansible-playbook unchanged (an `@file` made absolute).
+
+(Not a subcommand: it has no `run`, so `bwtune.cli` passes it over.)
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+MAX_VERBOSITY = 4  # ansible-playbook -vvvv: connection debugging; more adds nothing
+VAULT_HEADER = "$ANSIBLE_VAULT;"
+
+
+class ExtraVarsError(ValueError):
+    """A -e value ansible-playbook would refuse (bad input, exit 2)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser, inventory_required: bool = True) -> None:
+    inventory_help = "Ansible inventory (file or directory)"
+    if not inventory_required:
+        inventory_help += "; with --resume/--attach, the run's own"
+    parser.add_argument("-i", "--inventory", required=inventory_required, help=inventory_help)
+    parser.add_argument("-l", "--limit", help="only these hosts (an Ansible host pattern)")
+    parser.add_argument(
+        "-e",
+        "--extra-vars",
+        action="append",
+        metavar="VARS",
+        help="extra variables for the playbook, as ansible-playbook takes them: key=value, "
+        "JSON or YAML, or @FILE; repeatable. bwtune's own options win for the variables they set",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="show ansible-playbook's output on stderr; -vv .. -vvvv for more detail",
+    )
+    parser.add_argument("--forks", type=int, help="hosts Ansible works on at once")
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    return min(int(getattr(args, "verbose", 0) or 0), MAX_VERBOSITY)
+
+
+def extra_vars_args(values: Sequence[str] | None) -> list[str]:
+    """ansible-playbook arguments for the -e values: ["-e", value, ...], each one checked.
+
+    Raises ExtraVarsError naming the bad value and why, as ansible-playbook would refuse it.
+    """
+    argv: list[str] = []
+    for value in values or ():
+        argv += ["-e", _checked(value)]
+    return argv
+
+
+def _checked(value: str) -> str:
+    from ansible.errors import AnsibleError
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.parsing.splitter import parse_kv
+
+    if not value:
+        raise ExtraVarsError("-e: an empty value")
+    try:
+        if value.startswith("@"):
+            path = Path(value[1:]).expanduser()
+            if not path.is_file():
+                raise ExtraVarsError(f"-e {value}: {path}: no such file")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise ExtraVarsError(f"-e {value}: cannot read {path}: {err}") from None
+            value = "@" + str(path.resolve())
+            if text.lstrip().startswith(VAULT_HEADER):
+                return value  # ansible-playbook decrypts it with the vault password it is given
+            data = DataLoader().load(text, file_name=str(path))
+        elif value[0] in "/.":
+            raise ExtraVarsError(f"-e {value}: a file of variables is given as @{value}")
+        elif value[0] in "[{":
+            data = DataLoader().load(value)
+        else:
+            data = parse_kv(value)
+            if "_raw_params" in data:  # words without `=`: ansible-playbook would drop them silently
+                raise ExtraVarsError(f"-e {value}: not key=value, JSON/YAML or @FILE")
+    except AnsibleError as err:
+        reason = " ".join(str(err.message if hasattr(err, "message") else err).split())
+        raise ExtraVarsError(f"-e {value}: {reason}") from None
+    if not isinstance(data, Mapping):
+        raise ExtraVarsError(f"-e {value}: not a mapping of variables (key=value, JSON/YAML or @FILE)")
+    return value
