@@ -10,6 +10,7 @@ matrix does not import asyncio.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -22,6 +23,15 @@ PLANNER_ONLY_KEYS = ("estimate_s",)
 # When num_prompts is not given: one request per concurrency slot (closed loop), or this
 # many for an open loop (request_rate / all at once).
 OPEN_LOOP_PROMPTS = 64
+# The most a workload may ask for: beyond these it is a typo (1e12 prompts), not a benchmark.
+MAXIMA = {
+    "input_len": 1_048_576,
+    "output_len": 1_048_576,
+    "num_prompts": 100_000,
+    "repetitions": 100,
+    "warmup": 10_000,
+    "concurrency": 100_000,
+}
 
 
 class WorkloadError(ValueError):
@@ -39,7 +49,7 @@ class WorkloadError(ValueError):
 
 
 def _check_slo(workload: str, key: tuple[str, ...], v: Any) -> Any:
-    if v is not None and (not _is_number(v) or not v > 0):
+    if v is not None and (not _is_number(v) or not 0 < v < math.inf):
         raise WorkloadError(workload, key, f"{'.'.join(key)} must be a number of ms > 0, got {v!r}")
     return v
 
@@ -83,8 +93,14 @@ class Workload:
             raise bad("warmup", "must be an integer >= 0")
         if self.concurrency is not None and (not _is_int(self.concurrency) or self.concurrency < 1):
             raise bad("concurrency", "must be an integer >= 1 (or null: no limit)")
+        for key, most in MAXIMA.items():
+            v = getattr(self, key)
+            if v is not None and v > most:
+                raise bad(key, f"must be at most {most:,}")
         if self.request_rate is not None and (not _is_number(self.request_rate) or not self.request_rate > 0):
             raise bad("request_rate", "must be a number > 0")
+        if self.request_rate is not None and self.request_rate == math.inf:
+            raise bad("request_rate", "must be a finite number (leave it out to send all at once)")
         if not _is_int(self.seed):
             raise bad("seed", "must be an integer")
         if self.api not in APIS:

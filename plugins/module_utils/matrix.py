@@ -10,11 +10,12 @@ the YAML line numbers can say "examples/x.yml:12: axes.moe-runner-backend[2]: ..
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import bench_workload
+from ansible_collections.bwtune.sglang.plugins.module_utils import bench_workload, flag_bounds
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError, FlagTable
 from ansible_collections.bwtune.sglang.plugins.module_utils.gpu_info import node_sm
 from ansible_collections.bwtune.sglang.plugins.module_utils.installed_flags import (
@@ -36,6 +37,7 @@ TOP_LEVEL_KEYS = (
     "workloads",
     "objective",
     "estimates",
+    "limits",
 )
 GOALS = ("max", "min")
 OBJECTIVE_METRICS = frozenset(
@@ -49,6 +51,13 @@ OBJECTIVE_METRICS = frozenset(
 )
 DEFAULT_STARTUP_S = 600.0
 DEFAULT_WORKLOAD_S = 120.0
+# The most combinations (the product of the axes, before `exclude`) a matrix may expand to
+# unless its `limits.combinations` says more: checked before anything is expanded.
+MAX_COMBINATIONS = 100_000
+MAX_GPUS = 1024
+# Flags whose value is a secret: in a matrix it would be written to every results line, the
+# reports and the database. The sweep passes the key itself (sweep_api_key).
+SECRET_FLAGS = {"api-key": "sweep_api_key", "admin-api-key": "sweep_api_key"}
 
 
 class MatrixError(ValueError):
@@ -188,9 +197,23 @@ def _coerce_flag(table: FlagTable, name: str, value: Any, path: Path) -> tuple[s
     if table.lookup(name) is None:
         raise MatrixError(path, table.unknown_flag_message(name))
     try:
-        return table.coerce(name, value)
+        canonical, coerced = table.coerce(name, value)
     except CatalogError as err:
         raise MatrixError(path, str(err)) from None
+    _no_secret(canonical, path)
+    found = flag_bounds.problem(canonical, coerced)
+    if found:
+        raise MatrixError(path, found)
+    return canonical, coerced
+
+
+def _no_secret(flag: str, path: Path) -> None:
+    if flag in SECRET_FLAGS:
+        raise MatrixError(
+            path,
+            f"a secret does not belong in the matrix (it would be written to every result, report"
+            f" and the database): give the server's key as {SECRET_FLAGS[flag]}",
+        )
 
 
 def _flag_mapping(table: FlagTable, raw: Any, path: Path) -> dict[str, Any]:
@@ -225,6 +248,8 @@ def _positive_number(raw: dict[str, Any], key: str, path: Path) -> float | None:
     if key not in raw or raw[key] is None:
         return None
     value = _expect(raw[key], (int, float), (*path, key), "a positive number")
+    if not math.isfinite(value):
+        raise MatrixError((*path, key), f"expected a finite number, got {value}")
     if value <= 0:
         raise MatrixError((*path, key), f"expected a positive number, got {value}")
     return float(value)
@@ -313,6 +338,7 @@ def _flag_axis(table: FlagTable, name: str, values: list[Any]) -> Axis:
     flag = _flag_name(name, ("axes", name))
     if table.lookup(flag) is None:
         raise MatrixError(("axes", name), table.unknown_flag_message(flag))
+    _no_secret(table.canonical(flag) or flag, ("axes", name))
     flag_sets = []
     seen: list[Any] = []
     for i, value in enumerate(values):
@@ -393,10 +419,13 @@ def parse(
     hardware = raw.get("hardware") or {}
     _expect(hardware, dict, ("hardware",), "a mapping with gpu and count")
     gpu_count = _positive_int(hardware, "count", ("hardware",), required=False)
+    if gpu_count is not None and gpu_count > MAX_GPUS:
+        raise MatrixError(("hardware", "count"), f"expected at most {MAX_GPUS} GPUs, got {gpu_count}")
     resolved_gpu = _resolve_gpu(gpu or hardware.get("gpu"), facts)
     stack = raw.get("sglang") or {}
     _expect(stack, dict, ("sglang",), "a mapping with version")
     version, table = _resolve_release(sglang_version or stack.get("version"), facts, table_for)
+    _check_combinations(raw)
     base = _flag_mapping(table, raw.get("base"), ("base",))
     axes = _axes(table, raw.get("axes"), raw.get("bundles"), base)
     workloads = _workloads(raw.get("workloads"))
@@ -418,6 +447,36 @@ def parse(
         raw=raw,
         table=table,
     )
+
+
+def max_combinations(raw: dict[str, Any]) -> int:
+    """The matrix's own `limits.combinations`, or MAX_COMBINATIONS."""
+    limits = raw.get("limits")
+    if limits is None:
+        return MAX_COMBINATIONS
+    _expect(limits, dict, ("limits",), "a mapping with combinations")
+    for key in limits:
+        if key != "combinations":
+            raise MatrixError(("limits", key), "unknown key (known: combinations)")
+    return _positive_int(limits, "combinations", ("limits",), required=False) or MAX_COMBINATIONS
+
+
+def _check_combinations(raw: dict[str, Any]) -> None:
+    """Refuse a matrix whose axes multiply past the limit, before anything is expanded."""
+    axes = raw.get("axes")
+    if not isinstance(axes, dict):
+        return  # _axes names the problem
+    limit = max_combinations(raw)
+    total = 1
+    for values in axes.values():
+        total *= len(values) if isinstance(values, list) and values else 1
+    if total > limit:
+        sizes = " x ".join(str(len(v)) for v in axes.values() if isinstance(v, list))
+        raise MatrixError(
+            ("axes",),
+            f"{total} combinations ({sizes}) is more than the limit of {limit}: cut axes, or raise it"
+            f" with limits: {{combinations: {total}}}",
+        )
 
 
 AUTO_WITHOUT_FACTS = "{what} is auto but no facts give it (gather facts first, or set it)"

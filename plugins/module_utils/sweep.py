@@ -12,7 +12,6 @@ away does (``SweepFailed``), because every later measurement would be wrong.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -24,6 +23,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import (
     bench_client,
     correctness,
     launcher,
+    matrix_yaml,
     planner,
     results_contract,
     results_file,
@@ -117,25 +117,15 @@ class SweepOptions:
 
 
 def _load_matrix(matrix: Any) -> Dict[str, Any]:
+    """The matrix as given (a mapping), or read from a file on the node with the reader's limits."""
     if isinstance(matrix, dict):
         return matrix
     if isinstance(matrix, str):
+        path = os.path.expanduser(matrix)
         try:
-            with open(os.path.expanduser(matrix)) as src:
-                text = src.read()
-        except OSError as exc:
-            raise BadInput("matrix: cannot read %s: %s" % (matrix, exc.strerror)) from None
-        try:
-            return json.loads(text)
-        except ValueError:
-            pass
-        try:
-            import yaml  # PyYAML is optional on nodes; JSON always works.
-        except ImportError:
-            raise BadInput(
-                "matrix: %s is not JSON and PyYAML is not installed on this node" % matrix
-            ) from None
-        loaded = yaml.safe_load(text)
+            loaded = matrix_yaml.load(matrix_yaml.read_text(path), path)
+        except matrix_yaml.MatrixTextError as exc:
+            raise BadInput("matrix: %s" % exc) from None
         if isinstance(loaded, dict):
             return loaded
     raise BadInput("matrix: expected a mapping or the path of a YAML/JSON file, got %r" % (matrix,))
