@@ -1,0 +1,137 @@
+"""Two systemd test hosts with a stand-in "stack", shared by the server and promote tests.
+
+The stack is what an operator's is, with the stand-in in SGLang's place: a venv at
+/opt/bwtune/stacks/standin holding the bwtune wheel (the stand-in and the collection's
+module_utils it uses) and PyYAML, installed offline from wheels built here, and the
+symlink /opt/bwtune/stacks/current -> it. The checkpoint is the fixture model's config
+files (the stand-in reads no weights). Booted once per session (testhosts' factory tears
+them down).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "tests" / "fixtures" / "models" / "qwen35-397b-a17b-nvfp4"
+UNIT = "bwtune-sglang.service"
+MODEL_PATH = "/models/qwen35"
+GOOD_FLAGS = {"tp-size": 8, "quantization": "modelopt_fp4", "moe-runner-backend": "flashinfer_cutlass"}
+
+STACK_PLAY = """
+- hosts: testhosts
+  gather_facts: false
+  tasks:
+    - ansible.builtin.copy: {src: "{{ wheels }}/", dest: /root/wheels/, mode: "0644"}
+    - ansible.builtin.command:
+        cmd: python3 -m venv /opt/bwtune/stacks/standin
+        creates: /opt/bwtune/stacks/standin/bin/python
+    - ansible.builtin.find: {paths: /root/wheels, patterns: "*.whl"}
+      register: found
+    - ansible.builtin.command:
+        argv: "{{ ['/opt/bwtune/stacks/standin/bin/pip', 'install', '-q', '--no-index', '--no-deps']
+                  + (found.files | map(attribute='path') | list) }}"
+    - ansible.builtin.file: {src: /opt/bwtune/stacks/standin, dest: /opt/bwtune/stacks/current, state: link}
+    - ansible.builtin.copy: {src: "{{ model }}/", dest: "MODEL_PATH/", mode: "0644"}
+""".replace("MODEL_PATH", MODEL_PATH)
+
+# The server role with the stand-in as SGLang; each test adds its config as extra vars.
+SERVE_PLAY = """
+- hosts: "{{ target | default('testhosts') }}"
+  gather_facts: false
+  roles:
+    - role: bwtune.sglang.server
+"""
+STANDIN_VARS: dict[str, Any] = {
+    "bwtune_model_path": MODEL_PATH,
+    "server_launch_command": ["/opt/bwtune/stacks/current/bin/python", "-m", "bwtune.standin"],
+    "server_env": {"BWTUNE_STANDIN_STARTUP_SCALE": "0.002"},
+    "server_health_timeout_s": 60,
+    "server_restart_sec": 1,
+    "ansible_pipelining": True,  # one SSH round trip per task
+}
+
+_BOOTED: dict[str, Any] = {}
+
+
+def build_wheels(into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(into), str(REPO)], check=True
+    )
+    version = yaml.__version__
+    subprocess.run(
+        [*pip, "download", "--no-deps", "--only-binary=:all:", "-d", str(into), f"PyYAML=={version}"],
+        check=True,
+    )
+    return into
+
+
+def serving_hosts(make_testhosts: Any, work: Path) -> Any:
+    """Two booted hosts with the stand-in stack and the model's config files (once per session)."""
+    if "hosts" not in _BOOTED:
+        hosts = make_testhosts(2)
+        wheels = build_wheels(work / "wheels")
+        (work / "stack.yml").write_text(STACK_PLAY)
+        (work / "serve.yml").write_text(SERVE_PLAY)
+        done = hosts.playbook(work / "stack.yml", "-e", f"wheels={wheels}", "-e", f"model={MODEL}")
+        assert done.returncode == 0, done.stdout[-3000:]
+        _BOOTED["hosts"] = hosts
+        _BOOTED["serve"] = work / "serve.yml"
+    return _BOOTED["hosts"]
+
+
+def serve(
+    hosts: Any, variables: dict[str, Any], *extra: str, log: Path | None = None
+) -> subprocess.CompletedProcess:
+    """Run the server role on the hosts with the stand-in vars plus `variables` (JSON extra vars)."""
+    env_log = ["-e", json.dumps({**STANDIN_VARS, **variables})]
+    if log is None:
+        return hosts.playbook(_BOOTED["serve"], *env_log, *extra)
+    cmd = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        str(hosts.inventory),
+        str(_BOOTED["serve"]),
+    ]
+    env = dict(hosts.env(), ANSIBLE_LOG_PATH=str(log))
+    return subprocess.run([*cmd, *env_log, *extra], capture_output=True, text=True, env=env, timeout=600)
+
+
+def changed_counts(stdout: str) -> dict[str, int]:
+    """host -> changed=N from the PLAY RECAP."""
+    return {
+        m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", stdout, re.M)
+    }
+
+
+HTTP_PROBE = """
+import json, sys, urllib.request, urllib.error
+path, key = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
+if key == "FILE":
+    key = open("/etc/bwtune/server/api-key.env").read().strip().partition("=")[2]
+req = urllib.request.Request("http://127.0.0.1:30000" + path)
+if key:
+    req.add_header("Authorization", "Bearer " + key)
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        print(json.dumps({"status": r.status, "body": r.read().decode()}))
+except urllib.error.HTTPError as e:
+    print(json.dumps({"status": e.code, "body": e.read().decode()}))
+"""
+
+
+def http_get(hosts: Any, host: str, path: str, key: str | None = None) -> dict[str, Any]:
+    """GET on the host itself (the server binds 127.0.0.1); key "FILE" reads the host's key file there."""
+    argv = ["python3", "-c", HTTP_PROBE, path, *([key] if key else [])]
+    done = hosts.ssh(host, *argv)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))

@@ -1,0 +1,97 @@
+"""The server role on two systemd hosts, the stand-in in SGLang's place (tests/hosts/serving_stack.py).
+
+One converge, then checks on what it made: the unit active under its own user, /health,
+401 without the key and 200 with it, the key file 0600 and in no Ansible output or log, an
+unchanged re-run changes nothing, one changed flag restarts exactly once (and its odd value
+reaches the server verbatim through systemd's quoting), a failing config is classified.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hosts import serving_stack as stack
+
+pytestmark = [pytest.mark.hosts, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def hosts(make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return stack.serving_hosts(make_testhosts, tmp_path_factory.mktemp("serving"))
+
+
+@pytest.fixture(scope="module")
+def converged(hosts: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    log = tmp_path_factory.mktemp("ansible-log") / "ansible.log"
+    first = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS}, "-vv", log=log)
+    assert first.returncode == 0, first.stdout[-4000:]
+    again = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS}, log=log)
+    return {"first": first, "again": again, "log": log}
+
+
+def test_unit_runs_under_its_own_user_and_serves(hosts: Any, converged: dict[str, Any]) -> None:
+    for name in hosts.names:
+        show = hosts.ssh(name, "systemctl", "show", stack.UNIT, "-p", "ActiveState", "-p", "MainPID").stdout
+        props = dict(line.split("=", 1) for line in show.split())
+        assert props["ActiveState"] == "active"
+        owner = hosts.ssh(name, "ps", "-o", "user=", "-p", props["MainPID"]).stdout.strip()
+        assert owner == "bwtune-sglang"
+        assert stack.http_get(hosts, name, "/health")["status"] == 200
+
+
+def test_api_key_is_required_and_private(hosts: Any, converged: dict[str, Any]) -> None:
+    name = hosts.names[0]
+    assert stack.http_get(hosts, name, "/v1/models")["status"] == 401
+    assert stack.http_get(hosts, name, "/v1/models", "FILE")["status"] == 200
+    mode = hosts.ssh(name, "stat", "-c", "%a %U %G", "/etc/bwtune/server/api-key.env").stdout.split()
+    assert mode == ["600", "root", "root"]
+    keys = {
+        n: hosts.ssh(n, "cat", "/etc/bwtune/server/api-key.env").stdout.strip().partition("=")[2]
+        for n in hosts.names
+    }
+    assert all(len(k) == 48 for k in keys.values()) and len(set(keys.values())) == 2  # one key per host
+    outputs = converged["first"].stdout + converged["first"].stderr + converged["again"].stdout
+    outputs += Path(converged["log"]).read_text()
+    unit = hosts.ssh(name, "cat", f"/etc/systemd/system/{stack.UNIT}").stdout
+    for key in keys.values():
+        assert key not in outputs
+        assert key not in unit
+
+
+def test_unchanged_rerun_changes_nothing(hosts: Any, converged: dict[str, Any]) -> None:
+    assert converged["again"].returncode == 0, converged["again"].stdout[-3000:]
+    assert stack.changed_counts(converged["again"].stdout) == {name: 0 for name in hosts.names}
+
+
+def test_one_changed_flag_restarts_once_and_reaches_the_server_verbatim(
+    hosts: Any, converged: dict[str, Any]
+) -> None:
+    name = hosts.names[0]
+    cursor = hosts.ssh(name, "journalctl", "-u", stack.UNIT, "-n", "0", "--show-cursor", "--no-pager").stdout
+    cursor = cursor.strip().rpartition("-- cursor: ")[2]
+    odd = 'my "model" 50% $HOME \\ x'
+    flags = {**stack.GOOD_FLAGS, "served-model-name": odd}
+    done = stack.serve(hosts, {"server_flags": flags, "target": name})
+    assert done.returncode == 0, done.stdout[-3000:]
+    journal = hosts.ssh(
+        name, "journalctl", "-u", stack.UNIT, "--after-cursor", cursor, "--no-pager", "-o", "cat"
+    ).stdout
+    assert sum(line.startswith("Started ") for line in journal.splitlines()) == 1, journal
+    info = json.loads(stack.http_get(hosts, name, "/server_info", "FILE")["body"])
+    assert info["served_model_name"] == odd
+
+
+def test_failing_config_is_classified_with_the_journal_tail(hosts: Any, converged: dict[str, Any]) -> None:
+    name = hosts.names[1]
+    bad = {**stack.GOOD_FLAGS, "moe-runner-backend": "flashinfer_trtllm"}  # SM100-only kernels on SM120
+    done = stack.serve(hosts, {"server_flags": bad, "target": name})
+    assert done.returncode != 0
+    assert "is not serving: unsupported-hardware" in done.stdout
+    assert "journal tail" in done.stdout
+    back = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS, "target": name})
+    assert back.returncode == 0, back.stdout[-3000:]
+    assert stack.http_get(hosts, name, "/health")["status"] == 200
