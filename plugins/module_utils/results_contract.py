@@ -302,7 +302,7 @@ def complete_json_object(raw: bytes) -> Optional[Dict[str, Any]]:
 
 
 def parse_jsonl(
-    data: bytes, source: str = "<results>", *, validate: bool = False
+    data: bytes, source: str = "<results>", *, validate: bool = False, run_id: Optional[str] = None
 ) -> Tuple[List[Dict[str, Any]], List[str]]:
     """(records, warnings) of a results file's bytes, under the one torn-line rule.
 
@@ -310,7 +310,8 @@ def parse_jsonl(
     object. It is skipped with a warning (that config was never finished). A complete
     object missing only its newline is kept. Anything else that is not a JSON object, in
     the middle or a complete last line, is damage: ResultsFormatError names the line.
-    Blank lines are skipped. `validate` also checks each record (validate_line).
+    Blank lines are skipped. `validate` also checks each record (validate_line); `run_id`
+    replaces each record's run id first (`bwtune import --run-id`).
     """
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when the file ends with a newline
@@ -324,11 +325,7 @@ def parse_jsonl(
             obj = json.loads(raw)
         except ValueError as exc:
             raise ResultsFormatError("%s: not a JSON line (%s)" % (where, exc)) from None
-        if validate:
-            validate_line(obj, where)
-        elif not isinstance(obj, dict):
-            raise ResultsFormatError("%s: a results line must be a JSON object" % where)
-        records.append(obj)
+        records.append(_checked(obj, where, validate, run_id))
     if tail.strip():
         where = "%s:%d" % (source, len(lines) + 1)
         obj = complete_json_object(tail)
@@ -337,17 +334,29 @@ def parse_jsonl(
                 "%s: skipped a torn last line (%d bytes, no newline: a write cut short)" % (where, len(tail))
             )
         else:
-            if validate:
-                validate_line(obj, where)
-            records.append(obj)
+            records.append(_checked(obj, where, validate, run_id))
     return records, warnings
 
 
-def read_jsonl(path: str, *, validate: bool = False) -> Tuple[List[Dict[str, Any]], List[str]]:
+def _checked(obj: Any, where: str, validate: bool, run_id: Optional[str]) -> Dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ResultsFormatError(
+            "%s: a results line must be a JSON object, got %s" % (where, type(obj).__name__)
+        )
+    if run_id is not None:
+        obj["run_id"] = run_id
+    if validate:
+        validate_line(obj, where)
+    return obj
+
+
+def read_jsonl(
+    path: str, *, validate: bool = False, run_id: Optional[str] = None
+) -> Tuple[List[Dict[str, Any]], List[str]]:
     """parse_jsonl of a file; OSError (a missing file included) is the caller's to handle."""
     with open(path, "rb") as handle:
         data = handle.read()
-    return parse_jsonl(data, str(path), validate=validate)
+    return parse_jsonl(data, str(path), validate=validate, run_id=run_id)
 
 
 # --------------------------------------------------------------------------- objective

@@ -4,7 +4,8 @@ Per config (host, id) present in both runs, the objective's repetitions of the b
 and the candidate run are compared with Welch's t-test (default) or a bootstrap of the
 difference of means. A regression is a change in the wrong direction for the objective's
 goal that is both significant (p < alpha) and at least `min_effect` relative to the
-baseline, so noise on a quiet config is not flagged. Standard library only.
+baseline, so noise on a quiet config is not flagged. Standard library only; the t
+distribution is module_utils/student_t.py, the one the node's intervals use.
 """
 
 from __future__ import annotations
@@ -17,81 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import student_t
 from bwtune import results_db
 
 Method = Literal["welch", "bootstrap"]
-
-
-# --------------------------------------------------------------------------- distributions
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (Lentz's method)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-14:
-            break
-    return h
-
-
-def regularized_beta(x: float, a: float, b: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """Student's t cumulative distribution function."""
-    if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
-    tail = 0.5 * regularized_beta(df / (df + t * t), df / 2.0, 0.5)
-    return 1.0 - tail if t > 0 else tail
-
-
-def t_ppf(q: float, df: float) -> float:
-    """Quantile of Student's t (bisection on the CDF; plenty fast for report tables)."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"quantile {q} must be in (0, 1)")
-    low, high = -1e3, 1e3
-    for _ in range(200):
-        mid = (low + high) / 2.0
-        if t_cdf(mid, df) < q:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2.0
-
-
-def mean_ci95(values: Sequence[float]) -> tuple[float, float] | None:
-    """Two-sided 95% t interval of the mean; None with fewer than two values."""
-    if len(values) < 2:
-        return None
-    mean = statistics.fmean(values)
-    half = t_ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return (mean - half, mean + half)
 
 
 @dataclass(frozen=True)
@@ -113,7 +43,7 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> TestResult:
         return TestResult(math.copysign(math.inf, diff) if diff else 0.0, None, 0.0 if diff else 1.0)
     t = diff / math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    return TestResult(t, df, min(1.0, 2.0 * t_cdf(-abs(t), df)))
+    return TestResult(t, df, min(1.0, 2.0 * student_t.t_cdf(-abs(t), df)))
 
 
 def bootstrap_test(

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import sqlite3
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,24 +21,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-RESULTS_SCHEMA = 1
-FAILURE_CLASSES = (
-    "pruned",
-    "duplicate",
-    "invalid-args",
-    "unsupported-hardware",
-    "oom",
-    "startup-timeout",
-    "crashed",
-    "wrong-output",
-)
-STATUSES = ("ok", *FAILURE_CLASSES)
-DEFAULT_OBJECTIVE = {"workload": None, "metric": "output_throughput", "goal": "max"}
-_REQUIRED_KEYS = ("schema", "run_id", "host", "config_id", "flags", "status", "metrics")
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 
-
-class ResultsFormatError(ValueError):
-    """A results line breaks the contract; the message names the file, line and value."""
+# The contract's, re-exported for the controller's callers (defined once, in results_contract).
+RESULTS_SCHEMA = contract.SCHEMA_VERSION
+FAILURE_CLASSES = contract.FAILURE_CLASSES
+STATUSES = contract.STATUSES
+ResultsFormatError = contract.ResultsFormatError
+validate_result = contract.validate_line
+# bwtune refuses to start a sweep with less than this free where it keeps the database and reports.
+MIN_FREE_BYTES = 16 * 1024 * 1024
 
 
 class UnknownRunError(LookupError):
@@ -47,6 +39,14 @@ class UnknownRunError(LookupError):
 
 class SchemaTooNewError(RuntimeError):
     """The database was written by a newer bwtune."""
+
+
+class MissingDatabaseError(LookupError):
+    """A reading command named a results database that does not exist (it never creates one)."""
+
+
+class StorageError(RuntimeError):
+    """BWTUNE_HOME or the results database cannot take a run's results; one line says why."""
 
 
 # --------------------------------------------------------------------------- paths
@@ -65,7 +65,8 @@ def default_db_path() -> Path:
 
 
 def run_dir(run_id: str) -> Path:
-    return bwtune_home() / "runs" / run_id
+    """`$BWTUNE_HOME/runs/<run id>`; ValueError for a run id that is not one path component."""
+    return bwtune_home() / "runs" / contract.check_run_id(run_id)
 
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +79,7 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
 
 
 # Errors a command reports as one line with exit code 2 (bad input).
-DB_INPUT_ERRORS = (sqlite3.DatabaseError, OSError)
+DB_INPUT_ERRORS = (sqlite3.DatabaseError, OSError, MissingDatabaseError)
 
 
 # --------------------------------------------------------------------------- schema
@@ -171,23 +172,132 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX failures_by_class ON failures(run_id, class)",
     ),
+    # 2: every field the node writes (launch_command, release, screened_out, duplicate_of and
+    # the whole line, so a field added later is kept too), and measurements never replaced
+    # silently: a changed line for the same (run, host, config) moves the old one here.
+    (
+        "ALTER TABLE results ADD COLUMN launch_command_json TEXT",
+        "ALTER TABLE results ADD COLUMN release_json TEXT",
+        "ALTER TABLE results ADD COLUMN screened_out INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE results ADD COLUMN duplicate_of TEXT",
+        "ALTER TABLE results ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE results ADD COLUMN line_json TEXT",
+        """CREATE TABLE superseded_results (
+            run_id TEXT NOT NULL,
+            host TEXT NOT NULL,
+            config_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            finished_at TEXT,
+            superseded_at TEXT NOT NULL,
+            line_json TEXT NOT NULL,
+            PRIMARY KEY (run_id, host, config_id, attempt)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def connect(path: str | Path | None = None) -> sqlite3.Connection:
-    """Open (creating if needed) the results database in WAL mode and migrate it."""
+def connect(path: str | Path | None = None, *, create: bool = True) -> sqlite3.Connection:
+    """Open the results database in WAL mode and migrate it.
+
+    `create=False` is for reading commands (runs, report, export): a database that does not
+    exist raises MissingDatabaseError, and neither it nor its folder is created.
+    """
     db_path = Path(path) if path is not None else default_db_path()
-    if str(db_path) != ":memory:":
+    if str(db_path) == ":memory:":
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+    elif create:
         db_path.parent.mkdir(parents=True, exist_ok=True)
-    # Autocommit mode: transactions are explicit (`_transaction`), DDL included.
-    conn = sqlite3.connect(str(db_path), isolation_level=None, timeout=10.0)
+        # Autocommit mode: transactions are explicit (`_transaction`), DDL included.
+        conn = sqlite3.connect(str(db_path), isolation_level=None, timeout=10.0)
+    else:
+        if not db_path.is_file():
+            raise MissingDatabaseError(
+                f"no results database at {db_path} (bwtune sweep or bwtune import creates it)"
+            )
+        # mode=rw: SQLite itself refuses to create the file if it vanished meanwhile.
+        uri = db_path.resolve().as_uri() + "?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    migrate(conn)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def check_writable(
+    home: Path | None = None, db_path: Path | None = None, *, min_free_bytes: int = MIN_FREE_BYTES
+) -> None:
+    """Refuse up front (StorageError, one line) a BWTUNE_HOME or results database that could
+    not take a run's results: not creatable, read-only, (nearly) full, damaged or too new.
+
+    A sweep calls this before it launches anything, so such a fault never costs a sweep.
+    """
+    home = home if home is not None else bwtune_home()
+    db_path = db_path if db_path is not None else default_db_path()
+    _check_folder(home, "BWTUNE_HOME", min_free_bytes)
+    if db_path.parent != home:
+        _check_folder(db_path.parent, "results database folder", min_free_bytes)
+    if not db_path.exists():
+        return
+    try:
+        conn = connect(db_path, create=False)
+        try:
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise StorageError(
+                    f"results database {db_path} is damaged ({check}); move it away or give --db NEWPATH"
+                )
+            with _transaction(conn):  # a write that is rolled back: a read-only file fails here
+                conn.execute("CREATE TABLE bwtune_write_probe (x INTEGER)")
+                raise _RollBack
+        except _RollBack:
+            pass
+        finally:
+            conn.close()
+    except (sqlite3.DatabaseError, OSError, SchemaTooNewError, MissingDatabaseError) as err:
+        raise StorageError(f"results database {db_path}: {err}") from None
+
+
+class _RollBack(Exception):
+    """Leaves a probe transaction through its rollback."""
+
+
+def _check_folder(folder: Path, what: str, min_free_bytes: int) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".bwtune-write-probe.") as probe:
+            probe.write(b"\0" * 4096)
+            probe.flush()
+            os.fsync(probe.fileno())
+        stats = os.statvfs(folder)
+    except OSError as err:
+        raise StorageError(f"{what} {folder} is not writable: {err.strerror or err}") from None
+    free = stats.f_bavail * stats.f_frsize
+    if free < min_free_bytes:
+        raise StorageError(
+            f"{what} {folder} has {free // 2**20} MiB free; a run needs at least "
+            f"{min_free_bytes // 2**20} MiB for its results and reports"
+        )
+
+
+def storage_failure_message(
+    err: BaseException, run_id: str, node_results: Mapping[str, str], db_path: Path | None = None
+) -> str:
+    """One line for results that could not be stored at the end of a sweep: where they are
+    safe on the nodes and how to import them later."""
+    where = ", ".join(f"{host}:{path}" for host, path in sorted(node_results.items())) or "the nodes"
+    db = db_path if db_path is not None else default_db_path()
+    return (
+        f"could not store run {run_id} in the results database {db}: {err}; the results are kept on "
+        f"{where}: copy each file here and run `bwtune import FILE --run-id {run_id}`"
+    )
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -224,100 +334,48 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
 # --------------------------------------------------------------------------- reading lines
 
 
-def read_results_file(path: str | Path) -> list[dict[str, Any]]:
-    """Parse and check a results JSONL file; blank lines are skipped."""
+@dataclass(frozen=True)
+class ResultsFileContent:
+    records: list[dict[str, Any]]
+    warnings: list[str]  # e.g. a torn last line that was skipped
+
+
+def read_results_file(path: str | Path, *, run_id: str | None = None) -> ResultsFileContent:
+    """Parse and check a node's results file under the contract's one torn-last-line rule
+    (the node's own reader uses the same): a torn last line is skipped with a warning, a
+    damaged line elsewhere raises ResultsFormatError naming it. `run_id` replaces the
+    lines' run ids before they are checked."""
+    if run_id is not None:
+        contract.check_run_id(run_id, "--run-id")
     source = Path(path)
+    if not source.is_file() and source.exists():
+        raise ResultsFormatError(f"{source}: not a regular file")
     try:
-        text = source.read_text(encoding="utf-8")
+        records, warnings = contract.read_jsonl(str(source), validate=True, run_id=run_id)
     except OSError as exc:
-        raise ResultsFormatError(f"{source}: cannot read results file: {exc.strerror}") from None
-    return parse_results_lines(text.splitlines(), source=str(source))
-
-
-def parse_results_lines(lines: Iterable[str], source: str = "<results>") -> list[dict[str, Any]]:
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{source}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ResultsFormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        validate_result(record, where)
-        records.append(record)
-    return records
-
-
-def validate_result(record: Any, where: str = "<result>") -> None:
-    """Raise ResultsFormatError naming the first contract violation in one results line."""
-    if not isinstance(record, dict):
-        raise ResultsFormatError(
-            f"{where}: a results line must be a JSON object, got {type(record).__name__}"
-        )
-    for key in _REQUIRED_KEYS:
-        if key not in record:
-            raise ResultsFormatError(f"{where}: missing key {key!r}")
-    if record["schema"] != RESULTS_SCHEMA:
-        raise ResultsFormatError(
-            f"{where}: schema {record['schema']!r} is not supported (expected {RESULTS_SCHEMA})"
-        )
-    for key in ("run_id", "host", "config_id"):
-        if not isinstance(record[key], str) or not record[key]:
-            raise ResultsFormatError(f"{where}: {key} must be a non-empty string, got {record[key]!r}")
-    status = record["status"]
-    if status not in STATUSES:
-        raise ResultsFormatError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)}")
-    if not isinstance(record["flags"], dict):
-        raise ResultsFormatError(f"{where}: flags must be an object")
-    metrics = record["metrics"]
-    if not isinstance(metrics, dict):
-        raise ResultsFormatError(f"{where}: metrics must be an object keyed by workload")
-    for workload, block in metrics.items():
-        _validate_metric_block(block, f"{where}: metrics[{workload!r}]")
-    failure = record.get("failure")
-    if status != "ok":
-        if not isinstance(failure, dict) or "class" not in failure:
-            raise ResultsFormatError(f"{where}: status {status!r} needs a failure object with a class")
-        if failure["class"] != status:
-            raise ResultsFormatError(
-                f"{where}: failure class {failure['class']!r} does not match status {status!r}"
-            )
-    elif failure is not None:
-        raise ResultsFormatError(f"{where}: status 'ok' must have failure null, got {failure!r}")
-
-
-def _validate_metric_block(block: Any, where: str) -> None:
-    if not isinstance(block, dict):
-        raise ResultsFormatError(f"{where} must be an object")
-    values = block.get("values", {})
-    if not isinstance(values, dict):
-        raise ResultsFormatError(f"{where}.values must be an object")
-    for metric, value in values.items():
-        if not _is_number_or_null(value):
-            raise ResultsFormatError(f"{where}.values[{metric!r}] must be a number, got {value!r}")
-    for index, repetition in enumerate(block.get("repetitions", [])):
-        if not isinstance(repetition, dict):
-            raise ResultsFormatError(f"{where}.repetitions[{index}] must be an object")
-        for metric, value in repetition.items():
-            if not _is_number_or_null(value):
-                raise ResultsFormatError(
-                    f"{where}.repetitions[{index}][{metric!r}] must be a number, got {value!r}"
-                )
-    for metric, pair in (block.get("ci95") or {}).items():
-        if pair is not None and not (
-            isinstance(pair, list) and len(pair) == 2 and all(_is_number_or_null(v) for v in pair)
-        ):
-            raise ResultsFormatError(f"{where}.ci95[{metric!r}] must be [low, high], got {pair!r}")
-
-
-def _is_number_or_null(value: Any) -> bool:
-    if value is None:
-        return True
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        raise ResultsFormatError(f"{source}: cannot read results file: {exc.strerror or exc}") from None
+    return ResultsFileContent(records, warnings)
 
 
 # --------------------------------------------------------------------------- writing
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A re-measured config: its earlier line is kept (superseded_results), never lost."""
+
+    run_id: str
+    host: str
+    config_id: str
+    old_status: str
+    new_status: str
+    attempt: int  # the new line's attempt; attempts 1 .. attempt - 1 are kept as superseded
+
+    def line(self) -> str:
+        return (
+            f"run {self.run_id}, {self.config_id} on {self.host}: {self.old_status} -> {self.new_status} "
+            f"(attempt {self.attempt}; the earlier measurement is kept)"
+        )
 
 
 @dataclass(frozen=True)
@@ -326,6 +384,7 @@ class ImportSummary:
     updated: int
     unchanged: int
     run_ids: tuple[str, ...]
+    replaced: tuple[Replacement, ...] = ()
 
     @property
     def total(self) -> int:
@@ -343,16 +402,26 @@ def record_run(
 ) -> None:
     """Create or update a run with its matrix, objective and plan summary.
 
-    The objective comes from `objective`, else the matrix's `objective`, else the default
-    (output_throughput, max, on the first workload). Fields not given keep their old value.
+    The objective comes from `objective`, else the matrix (its `objective`, or the
+    contract's default on its first workload), else the node's summary's. Fields not given
+    keep their old value.
     """
-    objective = _normalize_objective(objective or (matrix or {}).get("objective"))
+    contract.check_run_id(run_id)
+    if objective is not None:
+        resolved: dict[str, Any] | None = contract.normalize_objective(objective)
+    elif matrix is not None:
+        resolved = contract.objective_of(matrix)
+    elif plan_summary is not None and isinstance(plan_summary.get("objective"), Mapping):
+        resolved = contract.normalize_objective(plan_summary["objective"])
+    else:
+        resolved = None
     with _transaction(conn):
         _ensure_run(conn, run_id, created_at)
         if matrix is not None:
-            conn.execute("UPDATE runs SET matrix_json = ? WHERE run_id = ?", (_dumps(matrix), run_id))
-        if objective is not None:
-            conn.execute("UPDATE runs SET objective_json = ? WHERE run_id = ?", (_dumps(objective), run_id))
+            # Not key-sorted: the matrix's own order of axes and workloads is the report's order.
+            conn.execute("UPDATE runs SET matrix_json = ? WHERE run_id = ?", (json.dumps(matrix), run_id))
+        if resolved is not None:
+            conn.execute("UPDATE runs SET objective_json = ? WHERE run_id = ?", (_dumps(resolved), run_id))
         if plan_summary is not None:
             conn.execute(
                 "UPDATE runs SET plan_summary_json = ? WHERE run_id = ?", (_dumps(plan_summary), run_id)
@@ -396,40 +465,52 @@ def import_results(
 ) -> ImportSummary:
     """Load checked results lines; `run_id` overrides the run id in the lines.
 
-    A line already stored with identical content is skipped; a changed line for the same
-    (run, host, config) replaces the old one (a node re-ran that config).
+    A line already stored with identical content is skipped. A changed line for the same
+    (run, host, config), e.g. a config a `--force` sweep measured again, becomes the
+    current one; the earlier one moves to `superseded_results` with its attempt number and
+    is listed in the summary's `replaced`: no measurement is dropped silently.
     """
-    added = updated = unchanged = 0
+    if run_id is not None:
+        contract.check_run_id(run_id, "--run-id")
+    added = unchanged = 0
+    replaced: list[Replacement] = []
     run_ids: dict[str, None] = {}
     with _transaction(conn):
-        for record in records:
+        for number, record in enumerate(records, start=1):
             record = dict(record)
             if run_id is not None:
                 record["run_id"] = run_id
+            validate_result(record, f"result {number}")
             outcome = _import_one(conn, record)
             run_ids[record["run_id"]] = None
-            added += outcome == "added"
-            updated += outcome == "updated"
-            unchanged += outcome == "unchanged"
-    return ImportSummary(added, updated, unchanged, tuple(run_ids))
+            if isinstance(outcome, Replacement):
+                replaced.append(outcome)
+            else:
+                added += outcome == "added"
+                unchanged += outcome == "unchanged"
+    return ImportSummary(added, len(replaced), unchanged, tuple(run_ids), tuple(replaced))
 
 
-def import_results_file(
-    conn: sqlite3.Connection, path: str | Path, *, run_id: str | None = None
-) -> ImportSummary:
-    return import_results(conn, read_results_file(path), run_id=run_id)
-
-
-def _import_one(conn: sqlite3.Connection, record: dict[str, Any]) -> str:
+def _import_one(conn: sqlite3.Connection, record: dict[str, Any]) -> str | Replacement:
     key = (record["run_id"], record["host"], record["config_id"])
     digest = hashlib.sha256(_dumps(record).encode()).hexdigest()
     existing = conn.execute(
-        "SELECT line_sha256 FROM results WHERE run_id = ? AND host = ? AND config_id = ?", key
+        "SELECT line_sha256, attempt, status, finished_at FROM results "
+        "WHERE run_id = ? AND host = ? AND config_id = ?",
+        key,
     ).fetchone()
-    if existing is not None and existing[0] == digest:
+    if existing is not None and existing["line_sha256"] == digest:
         return "unchanged"
+    attempt = 1
     if existing is not None:
+        conn.execute(
+            "INSERT OR REPLACE INTO superseded_results (run_id, host, config_id, attempt, status, "
+            "finished_at, superseded_at, line_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*key, existing["attempt"], existing["status"], existing["finished_at"], _now(),
+             _dumps(_stored_line(conn, key))),
+        )  # fmt: skip
         conn.execute("DELETE FROM results WHERE run_id = ? AND host = ? AND config_id = ?", key)
+        attempt = existing["attempt"] + 1
 
     _ensure_run(conn, record["run_id"], record.get("started_at"))
     fingerprint = record.get("stack_fingerprint") or None
@@ -441,15 +522,19 @@ def _import_one(conn: sqlite3.Connection, record: dict[str, Any]) -> str:
         (record["config_id"], _dumps(record["flags"]), _dumps(record.get("argv") or []),
          _dumps(record.get("point") or {})),
     )  # fmt: skip
+    release = record.get("release")
     conn.execute(
         """INSERT INTO results (run_id, host, config_id, status, simulated, stack_fingerprint, gpu,
                sglang_version, started_at, finished_at, timings_json, accept_length, reasons_json,
-               line_sha256)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               line_sha256, launch_command_json, release_json, screened_out, duplicate_of, attempt,
+               line_json)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (*key, record["status"], int(bool(record.get("simulated"))), fingerprint, record.get("gpu"),
          record.get("sglang_version"), record.get("started_at"), record.get("finished_at"),
          _dumps(record.get("timings") or {}), record.get("accept_length"),
-         _dumps(record.get("reasons") or []), digest),
+         _dumps(record.get("reasons") or []), digest, _dumps(record.get("launch_command") or []),
+         None if release is None else _dumps(release), int(bool(record.get("screened_out"))),
+         record.get("duplicate_of"), attempt, _dumps(record)),
     )  # fmt: skip
     for workload, block in record["metrics"].items():
         _insert_metrics(conn, key, workload, block)
@@ -461,7 +546,20 @@ def _import_one(conn: sqlite3.Connection, record: dict[str, Any]) -> str:
             (*key, failure["class"], str(failure.get("message") or ""),
              _dumps([str(line) for line in failure.get("log_tail") or []])),
         )  # fmt: skip
-    return "updated" if existing is not None else "added"
+    if existing is None:
+        return "added"
+    return Replacement(*key, old_status=existing["status"], new_status=record["status"], attempt=attempt)
+
+
+def import_results_file(
+    conn: sqlite3.Connection, path: str | Path, *, run_id: str | None = None
+) -> ImportSummary:
+    return import_results(conn, read_results_file(path, run_id=run_id).records, run_id=run_id)
+
+
+def _stored_line(conn: sqlite3.Connection, key: tuple[str, str, str]) -> dict[str, Any]:
+    """The stored line of one (run, host, config), as the node wrote it."""
+    return next(line for line in run_results(conn, key[0]) if (line["host"], line["config_id"]) == key[1:])
 
 
 def _insert_metrics(conn: sqlite3.Connection, key: tuple[str, str, str], workload: str, block: dict) -> None:
@@ -490,7 +588,7 @@ def _insert_metrics(conn: sqlite3.Connection, key: tuple[str, str, str], workloa
 def _ensure_run(conn: sqlite3.Connection, run_id: str, created_at: str | None) -> None:
     conn.execute(
         "INSERT OR IGNORE INTO runs (run_id, created_at, objective_json) VALUES (?, ?, ?)",
-        (run_id, created_at or _now(), _dumps(DEFAULT_OBJECTIVE)),
+        (run_id, created_at or _now(), _dumps(contract.normalize_objective(None))),
     )
     if created_at:  # a run starts when its earliest result started
         conn.execute(
@@ -523,18 +621,6 @@ def _ensure_host(
         "WHERE run_id = ? AND host = ?",
         (gpu, fingerprint, run_id, host),
     )
-
-
-def _normalize_objective(objective: Any) -> dict[str, Any] | None:
-    if objective is None:
-        return None
-    if not isinstance(objective, Mapping):
-        raise ValueError(f"objective must be a mapping with workload, metric, goal; got {objective!r}")
-    goal = objective.get("goal", "max")
-    if goal not in ("max", "min"):
-        raise ValueError(f"objective goal {goal!r} must be 'max' or 'min'")
-    metric = objective.get("metric") or DEFAULT_OBJECTIVE["metric"]
-    return {"workload": objective.get("workload"), "metric": metric, "goal": goal}
 
 
 # --------------------------------------------------------------------------- reading
@@ -575,30 +661,28 @@ def resolved_objective(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
 
 
 def list_runs(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """One summary row per run, newest first."""
+    """One summary row per run, newest first. `failed` counts launched configs that failed;
+    pruned and duplicate configs are `not_launched`, never failures."""
     rows = conn.execute(
         """SELECT r.run_id, r.created_at,
-                  (SELECT COUNT(DISTINCT host) FROM hosts h WHERE h.run_id = r.run_id) AS hosts,
-                  COUNT(res.config_id) AS results,
-                  SUM(res.status = 'ok') AS ok,
-                  MAX(res.simulated) AS simulated
-           FROM runs r LEFT JOIN results res ON res.run_id = r.run_id
-           GROUP BY r.run_id ORDER BY r.created_at DESC, r.run_id"""
+                  (SELECT COUNT(DISTINCT host) FROM hosts h WHERE h.run_id = r.run_id) AS hosts
+           FROM runs r ORDER BY r.created_at DESC, r.run_id"""
     ).fetchall()
     runs = []
     for row in rows:
         output = build_run_output(conn, row["run_id"])
-        best = output["best"]
+        summary, best = output["summary"], output["best"]
         runs.append(
             {
                 "run_id": row["run_id"],
                 "created_at": row["created_at"],
                 "hosts": row["hosts"],
-                "results": row["results"],
-                "ok": row["ok"] or 0,
-                "failed": row["results"] - (row["ok"] or 0),
-                "simulated": bool(row["simulated"]),
-                "objective": output["summary"]["objective"],
+                "results": summary["results"],
+                "ok": summary["ok"],
+                "failed": sum(summary["failed"].values()),
+                "not_launched": sum(summary["not_launched"].values()),
+                "simulated": summary["simulated"],
+                "objective": summary["objective"],
                 "best": None if best is None else {"id": best["id"], "host": best["host"],
                                                    "objective": best["objective"]},
             }
@@ -607,7 +691,8 @@ def list_runs(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 
 def run_results(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
-    """The run's results lines as the node wrote them (contract shape), ordered by host, config."""
+    """The run's results lines as the node wrote them (contract shape, every field the node
+    wrote, fields unknown to this bwtune included), ordered by host, config."""
     get_run(conn, run_id)
     rows = conn.execute(
         """SELECT res.*, c.flags_json, c.argv_json, c.point_json,
@@ -628,30 +713,46 @@ def run_results(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
                 "message": row["failure_message"],
                 "log_tail": json.loads(row["log_tail_json"]),
             }
-        records.append(
-            {
-                "schema": RESULTS_SCHEMA,
-                "run_id": run_id,
-                "host": row["host"],
-                "config_id": row["config_id"],
-                "point": json.loads(row["point_json"]),
-                "flags": json.loads(row["flags_json"]),
-                "argv": json.loads(row["argv_json"]),
-                "status": row["status"],
-                "simulated": bool(row["simulated"]),
-                "stack_fingerprint": row["stack_fingerprint"],
-                "gpu": row["gpu"],
-                "sglang_version": row["sglang_version"],
-                "started_at": row["started_at"],
-                "finished_at": row["finished_at"],
-                "timings": json.loads(row["timings_json"]),
-                "metrics": metrics.get(key, {}),
-                "accept_length": row["accept_length"],
-                "failure": failure,
-                "reasons": json.loads(row["reasons_json"]),
-            }
-        )
+        columns = {
+            "schema": RESULTS_SCHEMA,
+            "run_id": run_id,
+            "host": row["host"],
+            "config_id": row["config_id"],
+            "point": json.loads(row["point_json"]),
+            "flags": json.loads(row["flags_json"]),
+            "argv": json.loads(row["argv_json"]),
+            "launch_command": _loads(row["launch_command_json"]) or [],
+            "status": row["status"],
+            "simulated": bool(row["simulated"]),
+            "stack_fingerprint": row["stack_fingerprint"],
+            "gpu": row["gpu"],
+            "sglang_version": row["sglang_version"],
+            "started_at": row["started_at"],
+            "finished_at": row["finished_at"],
+            "timings": json.loads(row["timings_json"]),
+            "release": _loads(row["release_json"]),
+            "metrics": metrics.get(key, {}),
+            "accept_length": row["accept_length"],
+            "screened_out": bool(row["screened_out"]),
+            "duplicate_of": row["duplicate_of"],
+            "failure": failure,
+            "reasons": json.loads(row["reasons_json"]),
+        }
+        # The whole line as imported (schema 2+) keeps what no column holds.
+        stored = _loads(row["line_json"]) or {}
+        records.append({**stored, **columns})
     return records
+
+
+def superseded_results(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
+    """Earlier measurements of re-measured configs, oldest first, each with its `attempt`."""
+    get_run(conn, run_id)
+    return [
+        {**json.loads(row["line_json"]), "attempt": row["attempt"], "superseded_at": row["superseded_at"]}
+        for row in conn.execute(
+            "SELECT * FROM superseded_results WHERE run_id = ? ORDER BY host, config_id, attempt", (run_id,)
+        )
+    ]
 
 
 def _metrics_by_result(conn: sqlite3.Connection, run_id: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -704,49 +805,26 @@ def run_hosts(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def objective_value(record: Mapping[str, Any], objective: Mapping[str, Any]) -> float | None:
-    """The objective metric of one result (None when that workload or metric is missing)."""
-    block = (record.get("metrics") or {}).get(objective.get("workload"))
-    if not block:
-        return None
-    value = (block.get("values") or {}).get(objective["metric"])
-    return float(value) if _is_number_or_null(value) and value is not None else None
-
-
-def objective_ci95(record: Mapping[str, Any], objective: Mapping[str, Any]) -> list[float] | None:
-    block = (record.get("metrics") or {}).get(objective.get("workload")) or {}
-    pair = (block.get("ci95") or {}).get(objective["metric"])
-    if pair and all(v is not None for v in pair):
-        return [float(pair[0]), float(pair[1])]
-    return None
-
-
-def pick_best(results: Iterable[Mapping[str, Any]], objective: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The best result by the objective among status ok only (wrong-output never wins)."""
-    candidates = [
-        (value, result)
-        for result in results
-        if result.get("status") == "ok" and (value := objective_value(result, objective)) is not None
-    ]
-    if not candidates:
-        return None
-    sign = 1.0 if objective.get("goal", "max") == "max" else -1.0
-    # max() keeps the first of equal values: order by host and id so ties break stably.
-    candidates.sort(key=lambda c: (str(c[1].get("host")), str(c[1].get("config_id") or c[1].get("id"))))
-    return max(candidates, key=lambda c: sign * c[0])[1]
-
-
 def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
-    """The `--json` shape: {"run_id", "results": [...], "best": one of results | None, "summary"}.
+    """The `--json` shape: {"schema", "run_id", "results": [...], "best": one of results | None,
+    "summary"}.
 
     Each result has the stable keys id, host, status, flags, failure, metrics, plus argv,
-    point, simulated, objective, objective_ci95, reasons, timings, gpu, sglang_version and
-    stack_fingerprint.
+    launch_command, point, simulated, objective, objective_ci95, reasons, timings, release,
+    screened_out, duplicate_of, attempt, started_at, finished_at, gpu, sglang_version and
+    stack_fingerprint. The summary counts `failed` (launched configs that failed, by class)
+    apart from `not_launched` (pruned, duplicate) and `screened_out` (ok).
     """
     run = get_run(conn, run_id)
     objective = resolved_objective(conn, run_id)
+    records = run_results(conn, run_id)
+    attempts = {
+        (row["host"], row["config_id"]): row["attempt"]
+        for row in conn.execute("SELECT host, config_id, attempt FROM results WHERE run_id = ?", (run_id,))
+    }
     results = []
-    for record in run_results(conn, run_id):
+    for record in records:
+        ci = contract.metric_ci95(record, objective)
         results.append(
             {
                 "id": record["config_id"],
@@ -756,36 +834,68 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "failure": record["failure"],
                 "metrics": record["metrics"],
                 "argv": record["argv"],
+                "launch_command": record["launch_command"],
                 "point": record["point"],
                 "simulated": record["simulated"],
-                "objective": objective_value(record, objective),
-                "objective_ci95": objective_ci95(record, objective),
+                "objective": contract.metric_value(record, objective),
+                "objective_ci95": None if ci is None else list(ci),
                 "reasons": record["reasons"],
                 "timings": record["timings"],
+                "release": record["release"],
+                "screened_out": record["screened_out"],
+                "duplicate_of": record["duplicate_of"],
+                "attempt": attempts[(record["host"], record["config_id"])],
+                "started_at": record["started_at"],
+                "finished_at": record["finished_at"],
                 "gpu": record["gpu"],
                 "sglang_version": record["sglang_version"],
                 "stack_fingerprint": record["stack_fingerprint"],
             }
         )
-    best = pick_best(results, objective)
-    failed: dict[str, int] = {}
-    for result in results:
-        if result["status"] != "ok":
-            failed[result["status"]] = failed.get(result["status"], 0) + 1
-    workloads = sorted({w for result in results for w in result["metrics"]})
+    best_line = contract.pick_best(records, objective)
+    best = (
+        None
+        if best_line is None
+        else next(r for r in results if (r["host"], r["id"]) == (best_line["host"], best_line["config_id"]))
+    )
+    counts = contract.outcome_counts(records)
+    superseded = conn.execute(
+        "SELECT COUNT(*) FROM superseded_results WHERE run_id = ?", (run_id,)
+    ).fetchone()[0]
     summary = {
         "objective": objective,
         "results": len(results),
         "configs": len({r["id"] for r in results}),
-        "ok": sum(r["status"] == "ok" for r in results),
-        "failed": dict(sorted(failed.items())),
+        "launched": sum(contract.is_launched(r["status"]) for r in results),
+        "ok": counts["ok"],
+        "failed": counts["failed"],
+        "not_launched": counts["not_launched"],
+        "screened_out": counts["screened_out"],
+        "superseded": superseded,
         "hosts": sorted({r["host"] for r in results}),
-        "workloads": workloads,
+        "workloads": sorted({w for result in results for w in result["metrics"]}),
         "simulated": any(r["simulated"] for r in results),
         "plan": run.plan_summary,
         "created_at": run.created_at,
     }
-    return {"run_id": run_id, "results": results, "best": best, "summary": summary}
+    return contract.versioned({"run_id": run_id, "results": results, "best": best, "summary": summary})
+
+
+def nothing_measured(output: Mapping[str, Any]) -> str | None:
+    """The one line for a run that measured nothing (every launch failed, or none was
+    launched), None when at least one config was measured. `bwtune sweep` exits with
+    exit_codes.NOTHING_MEASURED after printing it."""
+    summary = output["summary"]
+    if summary["ok"]:
+        return None
+    failed = summary["failed"]
+    if failed:
+        classes = ", ".join(f"{name} {count}" for name, count in failed.items())
+        return (
+            f"run {output['run_id']} measured nothing: every launch failed ({classes}); "
+            f"see the failures in the report or `bwtune export {output['run_id']} --format json`"
+        )
+    return f"run {output['run_id']} measured nothing: no config was launched (all pruned or duplicate)"
 
 
 # --------------------------------------------------------------------------- helpers

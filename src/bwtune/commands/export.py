@@ -19,6 +19,7 @@ CSV_COLUMNS = (
     "run_id",
     "host",
     "config_id",
+    "attempt",
     "status",
     "simulated",
     "workload",
@@ -37,9 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        conn = results_db.connect(args.db)
+        conn = results_db.connect(args.db, create=False)  # a reading command never creates one
         try:
             output = results_db.build_run_output(conn, args.run_id)
+            output["superseded"] = results_db.superseded_results(conn, args.run_id)
         finally:
             conn.close()
     except (results_db.UnknownRunError, results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
@@ -62,12 +64,18 @@ def _message(err: Exception) -> str:
 
 
 def to_csv(output: dict[str, Any]) -> str:
-    """Long format: each repetition of each metric of each workload; failures get one row."""
+    """Long format: each repetition of each metric of each workload; failures get one row.
+
+    Earlier measurements of a re-measured config (`superseded`) come first, each row with
+    its attempt number, so no measurement is missing from an export.
+    """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for result in output["results"]:
-        base = (output["run_id"], result["host"], result["id"], result["status"], int(result["simulated"]))
+    earlier = [{**line, "id": line["config_id"]} for line in output.get("superseded") or []]
+    for result in [*earlier, *output["results"]]:
+        base = (output["run_id"], result["host"], result["id"], result.get("attempt", 1), result["status"],
+                int(bool(result["simulated"])))  # fmt: skip
         rows: list[tuple[Any, ...]] = [
             (*base, workload, metric, index, value)
             for workload, block in sorted(result["metrics"].items())

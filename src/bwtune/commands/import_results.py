@@ -25,11 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        records = results_db.read_results_file(args.results)
+        # The node's own rule: a torn last line (a kill mid-write) is skipped with a warning.
+        content = results_db.read_results_file(args.results, run_id=args.run_id)
         matrix = _read_matrix(args.matrix) if args.matrix else None
         conn = results_db.connect(args.db)
         try:
-            summary = results_db.import_results(conn, records, run_id=args.run_id)
+            summary = results_db.import_results(conn, content.records, run_id=args.run_id)
             if matrix is not None:
                 for run_id in summary.run_ids:
                     results_db.record_run(conn, run_id, matrix=matrix)
@@ -44,10 +45,14 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    for warning in content.warnings:
+        print(f"bwtune import: warning: {warning}", file=sys.stderr)
+    for replacement in summary.replaced:
+        print(f"bwtune import: re-measured {replacement.line()}", file=sys.stderr)
     runs = ", ".join(summary.run_ids) or "(none: the file is empty)"
     print(
         f"imported {summary.total} results into run {runs}: "
-        f"{summary.added} added, {summary.updated} updated, {summary.unchanged} unchanged"
+        f"{summary.added} added, {summary.updated} re-measured, {summary.unchanged} unchanged"
     )
     return EXIT_OK
 

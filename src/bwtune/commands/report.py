@@ -23,16 +23,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     html, md = args.html, args.md
-    if html is None and md is None:  # neither asked for: both, in the run's directory
-        html = results_db.run_dir(args.run_id) / "report.html"
-        md = results_db.run_dir(args.run_id) / "report.md"
     try:
-        conn = results_db.connect(args.db)
+        if html is None and md is None:  # neither asked for: both, in the run's directory
+            html = results_db.run_dir(args.run_id) / "report.html"  # ValueError: not a run id
+            md = results_db.run_dir(args.run_id) / "report.md"
+        conn = results_db.connect(args.db, create=False)  # a reading command never creates one
         try:
             data = write_report(conn, args.run_id, html_path=html, md_path=md)
         finally:
             conn.close()
-    except (results_db.UnknownRunError, results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
+    except (
+        results_db.UnknownRunError,
+        results_db.SchemaTooNewError,
+        ValueError,
+        *results_db.DB_INPUT_ERRORS,
+    ) as err:
         message = err.args[0] if isinstance(err, LookupError) else str(err)
         print(f"bwtune report: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT

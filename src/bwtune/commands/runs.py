@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
 from bwtune import results_db
 
 NAME = "runs"
@@ -19,19 +21,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    path = args.db or results_db.default_db_path()
     try:
-        conn = results_db.connect(args.db)
+        conn = results_db.connect(path, create=False)  # a reading command never creates one
         try:
             runs = results_db.list_runs(conn)
         finally:
             conn.close()
+    except results_db.MissingDatabaseError as err:
+        if args.db is None and "BWTUNE_DB" not in os.environ:
+            runs = []  # the default place, before any sweep: nothing yet, not an error
+        else:
+            print(f"bwtune runs: {err.args[0]}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     except (results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
-        print(
-            f"bwtune runs: results database {args.db or results_db.default_db_path()}: {err}", file=sys.stderr
-        )
+        print(f"bwtune runs: results database {path}: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
-        json.dump(runs, sys.stdout, indent=2)
+        json.dump(results_contract.versioned({"runs": runs}), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_table(runs))

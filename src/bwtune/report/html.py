@@ -51,6 +51,7 @@ table.facts { margin-top:12px; } table.facts th { width:110px; cursor:default; }
 button.copy { float:right; font-size:12px; border:1px solid var(--line); background:white;
               border-radius:6px; padding:2px 8px; cursor:pointer; }
 footer { color:var(--muted); font-size:12px; text-align:center; }
+.tie { color:#92400e; } span.tie { font-size:12px; white-space:nowrap; }
 """
 
 # Sortable tables, copy buttons; errors are recorded on <body> so a headless test can see them.
@@ -108,27 +109,58 @@ def _card(value: Any, caption: str) -> str:
     return f'<div class="card"><b>{escape(str(value))}</b><span>{escape(caption)}</span></div>'
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
 def _summary(data: ReportData) -> str:
     s = data.summary
     cards = [
-        _card(s["configs"], "configs measured"),
+        _card(s["configs"], "configs"),
+        _card(s["launched"], "launched"),
         _card(s["ok"], "ok"),
         _card(sum(s["failed"].values()), "failed"),
+        _card(sum(s["not_launched"].values()), "not launched (pruned, duplicate)"),
         _card(len(s["hosts"]), "hosts"),
         _card(len(s["workloads"]), "workloads"),
     ]
-    plan = ", ".join(f"{k} {v}" for k, v in (data.plan or {}).items()) or "not recorded"
     facts = [
-        ("plan", plan),
+        ("plan", data.plan_text),
         ("objective", data.objective_text),
         ("workloads", ", ".join(data.workloads) or "none"),
         ("hosts", ", ".join(s["hosts"]) or "none"),
-        ("failures", ", ".join(f"{k} {v}" for k, v in s["failed"].items()) or "none"),
+        ("failures", _counts(s["failed"]) or "none"),
+        ("not launched", _counts(s["not_launched"]) or "none"),
+        ("screened out", f"{s['screened_out']} (ok on the short screen, not worth the full workloads)"
+         if s["screened_out"] else ""),
+        ("re-measured", f"{s['superseded']} earlier measurements kept (bwtune export shows them)"
+         if s["superseded"] else ""),
         ("started", data.created_at),
-    ]
+    ]  # fmt: skip
     facts = [(k, v) for k, v in facts if v]
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
     return f'<div class="cards">{"".join(cards)}</div><table class="facts">{rows}</table>'
+
+
+def _ties(data: ReportData) -> str:
+    ties = data.ties
+    if not ties:
+        return ""
+    names = ", ".join(f"{row.id} @ {row.host}" for row in ties)
+    return (
+        f'<p class="tie">Tied with the winner (95% CIs overlap, within each other\'s noise): '
+        f"{escape(names)}. This run does not tell them apart; more repetitions might.</p>"
+    )
+
+
+def _resolution(data: ReportData) -> str:
+    if not data.resolution:
+        return ""
+    items = "".join(f"<li><code>{escape(change)}</code></li>" for change in data.resolution)
+    return (
+        '<p class="sub">SGLang resolves these arguments itself (the plan\'s recorded resolution); '
+        f"the command and the host_vars are what was measured:</p><ul>{items}</ul>"
+    )
 
 
 def _winner(data: ReportData) -> str:
@@ -139,18 +171,26 @@ def _winner(data: ReportData) -> str:
     return (
         f"<p><b>{escape(best.id)}</b> on <b>{escape(best.host)}</b>: {escape(data.objective['metric'])} "
         f"<b>{_fmt(best.objective)}</b>{escape(ci)} on {escape(str(data.objective.get('workload')))}"
-        f' <span class="flags">{escape(best.label)}</span></p>'
+        f' <span class="flags">{escape(best.label)}</span></p>{_ties(data)}'
         '<div class="grid2"><div><button class="copy" data-target="launch-cmd">copy</button>'
         "<b>Launch command</b>"
         f'<pre id="launch-cmd">{escape(data.launch_command_multiline)}</pre></div>'
         '<div><button class="copy" data-target="host-vars">copy</button><b>host_vars for the server role</b>'
-        f'<pre id="host-vars">{escape(data.host_vars)}</pre></div></div>'
+        f'<pre id="host-vars">{escape(data.host_vars)}</pre></div></div>{_resolution(data)}'
     )
 
 
 def _status(row: Row) -> str:
     kind = "ok" if row.status == "ok" else "bad"
     return f'<span class="status {kind}">{escape(row.status)}</span>'
+
+
+def _marks(row: Row) -> str:
+    if row.is_best:
+        return " ★"
+    if row.tied_with_best:
+        return ' <span class="tie" title="95% CI overlaps the winner\'s: tied">≈ tied</span>'
+    return ""
 
 
 def _table(data: ReportData) -> str:
@@ -165,7 +205,7 @@ def _table(data: ReportData) -> str:
         sort_value = "" if row.objective is None else f"{row.objective:.6f}"
         body.append(
             f'<tr class="{"best" if row.is_best else ""}"><td class="num">{rank}</td>'
-            f'<td class="id"><code>{escape(row.id)}</code>{" ★" if row.is_best else ""}</td>'
+            f'<td class="id"><code>{escape(row.id)}</code>{_marks(row)}</td>'
             f'<td class="id">{escape(row.host)}</td>'
             f'<td data-sort="{escape(row.status)}">{_status(row)}</td>'
             f'<td class="flags">{escape(row.label)}</td>'
@@ -178,8 +218,8 @@ def _table(data: ReportData) -> str:
 def _bars(data: ReportData) -> str:
     bars = [
         svg.Bar(
-            label=f"{row.id} @ {row.host}",
-            detail=row.label,
+            label=f"{row.id} @ {row.host}" + (" ≈" if row.tied_with_best and not row.is_best else ""),
+            detail=row.short_label,
             value=row.objective,
             ci95=row.ci95,
             kind="best" if row.is_best else ("ok" if row.status == "ok" else row.status),
@@ -192,9 +232,10 @@ def _bars(data: ReportData) -> str:
         return '<p class="sub">No config has a value for the objective.</p>'
     o = data.objective
     title = f"{o['metric']} on {o.get('workload')} ({o['goal']} is better), mean with 95% CI"
+    axes = " · ".join(data.label_axes) or "the flags that vary"
     note = (
-        '<p class="sub">Green: the winner. Grey dashed: measured but failed (e.g. wrong-output), '
-        "never eligible to win.</p>"
+        '<p class="sub">Green: the winner. ≈: tied with the winner (95% CIs overlap). Grey dashed: '
+        f"measured but failed (e.g. wrong-output), never eligible to win. Under each id: {escape(axes)}.</p>"
     )
     return svg.bar_chart(bars, title=title, unit=o["metric"], simulated=data.simulated) + note
 
@@ -209,9 +250,7 @@ def _pareto(data: ReportData) -> str:
 
 
 def _failures(data: ReportData) -> str:
-    if not data.failures:
-        return '<p class="sub">No failures.</p>'
-    blocks = []
+    blocks = [] if data.failures else ['<p class="sub">No launch failed.</p>']
     for klass, rows in data.failures.items():
         items = []
         for row in rows:
@@ -223,6 +262,19 @@ def _failures(data: ReportData) -> str:
                 f'<p class="flags">{escape(row.label)}</p><pre class="log">{escape(tail)}</pre></details>'
             )
         blocks.append(f'<h3>{escape(klass)} <span class="flags">({len(rows)})</span></h3>{"".join(items)}')
+    if data.not_launched:
+        items = []
+        for klass, rows in data.not_launched.items():
+            for row in rows:
+                message = (row.result.get("failure") or {}).get("message", "")
+                items.append(
+                    f"<li><code>{escape(row.id)}</code> @ {escape(row.host)}: {escape(klass)}: "
+                    f'{escape(str(message))} <span class="flags">{escape(row.label)}</span></li>'
+                )
+        blocks.append(
+            '<h3>Not launched <span class="flags">(the plan decided; not failures)</span></h3>'
+            f'<ul class="not-launched">{"".join(items)}</ul>'
+        )
     return "".join(blocks)
 
 
@@ -261,7 +313,7 @@ def render_html(data: ReportData) -> str:
         _section(data, "objective", "Objective per config", _bars(data)),
         _section(data, "pareto", "Throughput vs per-request decode rate", _pareto(data)),
         _section(data, "configs", "Configs", _table(data)),
-        _section(data, "failures", "Failures by class", _failures(data)),
+        _section(data, "failures", "Failures by class, and configs not launched", _failures(data)),
         _section(data, "stack", "Hosts and stack fingerprint", _stack(data)),
     ]
     return (

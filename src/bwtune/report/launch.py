@@ -1,4 +1,11 @@
-"""The winning config as something to run: a launch command line and role host_vars."""
+"""The winning config as something to run: its launch command and host_vars for the server role.
+
+Both come from what the node recorded: `launch_command` + `argv` is the command that was
+measured, word for word (no argv is rebuilt here), and the host_vars are the same
+arguments as the server role's `server_flags`. What SGLang changes in those arguments by
+itself (NEXTN runs as EAGLE, ...) is the planner's recorded resolution, the result's
+`flags`: `resolution()` lists it beside both, so they never disagree.
+"""
 
 from __future__ import annotations
 
@@ -9,69 +16,120 @@ from typing import Any
 
 import yaml
 
-LAUNCH_PREFIX = ("python", "-m", "sglang.launch_server")
-_MODEL_FLAGS = ("model-path", "model")
+from ansible_collections.bwtune.sglang.plugins.module_utils.server_config import (
+    MODEL_FLAGS,
+    ServerConfigError,
+    split_options,
+    strip_launcher,
+)
+
+NOT_RECORDED = "# the node did not record its launch command; SGLang's arguments:"
 
 
 def server_args(result: Mapping[str, Any]) -> list[str]:
-    """SGLang's own arguments for a result: its argv without any interpreter prefix.
-
-    Results carry the planner's argv; when it is empty the arguments are rebuilt from flags.
-    """
-    argv = [str(arg) for arg in result.get("argv") or []]
-    for index, arg in enumerate(argv):
-        if arg.endswith("sglang.launch_server") or arg.endswith("launch_server.py"):
-            return argv[index + 1 :]
-    if argv:
-        return argv
-    return flags_to_args(result.get("flags") or {})
-
-
-def flags_to_args(flags: Mapping[str, Any]) -> list[str]:
-    args: list[str] = []
-    for name, value in flags.items():
-        if value is True:
-            args.append(f"--{name}")
-        elif value is False or value is None:
-            continue
-        elif isinstance(value, dict | list):
-            args += [f"--{name}", json.dumps(value, separators=(",", ":"))]
-        else:
-            args += [f"--{name}", str(value)]
-    return args
+    """SGLang's own arguments as recorded (the contract's `argv`)."""
+    return strip_launcher(result.get("argv") or [])
 
 
 def launch_argv(result: Mapping[str, Any]) -> list[str]:
-    return [*LAUNCH_PREFIX, *server_args(result)]
+    """The measured command: the recorded launch command, then the recorded arguments."""
+    return [*[str(word) for word in result.get("launch_command") or []], *server_args(result)]
 
 
 def launch_command(result: Mapping[str, Any], *, multiline: bool = False) -> str:
     """A shell-quoted command line; multiline puts each option on its own continued line."""
-    argv = launch_argv(result)
+    prefix = [str(word) for word in result.get("launch_command") or []]
+    args = server_args(result)
     if not multiline:
-        return shlex.join(argv)
-    lines = [shlex.join(argv[:3])]
-    for arg in argv[3:]:
-        if arg.startswith("--") or len(lines) == 1:
+        text = shlex.join([*prefix, *args])
+        return text if prefix else f"{NOT_RECORDED} {text}"
+    lines = [shlex.join(prefix)] if prefix else []
+    for arg in args:
+        if arg.startswith("--") or not lines:
             lines.append(shlex.quote(arg))
         else:
             lines[-1] += " " + shlex.quote(arg)
-    return " \\\n    ".join(lines)
+    command = " \\\n    ".join(lines)
+    return command if prefix else f"{NOT_RECORDED}\n{command}"
+
+
+def _options(result: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(flag, value words) of the recorded arguments, split the way the server role splits them."""
+    try:
+        options = split_options(server_args(result), "argv")
+    except ServerConfigError:
+        return []  # not options at all: the command still shows them as recorded
+    return [(option[0][2:], option[1:]) for option in options]
+
+
+def _typed(words: list[str], recorded: Any) -> Any:
+    """A flag's value for YAML: the recorded typed value when it is the same, else the words."""
+    if not words:
+        return True
+    if len(words) > 1:
+        return words
+    if (
+        not isinstance(recorded, bool)
+        and isinstance(recorded, int | float | str)
+        and str(recorded) == words[0]
+    ):
+        return recorded
+    return words[0]
 
 
 def host_vars(result: Mapping[str, Any]) -> dict[str, Any]:
-    """Variables for the server role: the model path and every other flag, typed."""
-    flags = dict(result.get("flags") or {})
-    model = next((flags.pop(name) for name in _MODEL_FLAGS if name in flags), None)
+    """Variables for the server role: the model path and the measured arguments, typed."""
+    flags = result.get("flags") or {}
+    model = None
+    server_flags: dict[str, Any] = {}
+    for name, words in _options(result):
+        if name in MODEL_FLAGS:
+            model = words[0] if words else None
+            continue
+        server_flags[name] = _typed(words, flags.get(name))
     if model is None:
-        args = server_args(result)
-        model = next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg[2:] in _MODEL_FLAGS), None)
-    return {"bwtune_model_path": model, "server_flags": flags}
+        model = next((flags[name] for name in MODEL_FLAGS if flags.get(name)), None)
+    return {"bwtune_model_path": model, "server_flags": server_flags}
+
+
+def _same(words: list[str], value: Any) -> bool:
+    if not words:
+        return value is True
+    text = " ".join(words)
+    if isinstance(value, dict | list):
+        try:
+            return bool(json.loads(text) == value)
+        except ValueError:
+            return text == " ".join(str(v) for v in value) if isinstance(value, list) else False
+    return text == str(value)
+
+
+def resolution(result: Mapping[str, Any]) -> list[str]:
+    """What SGLang changes in the measured arguments by itself, from the recorded `flags`
+    (the planner's resolution): e.g. "speculative-algorithm NEXTN -> EAGLE"."""
+    given = dict(_options(result))
+    changes = []
+    for name, value in (result.get("flags") or {}).items():
+        if name in MODEL_FLAGS:
+            continue
+        if name in given:
+            if not _same(given[name], value):
+                changes.append(f"{name} {' '.join(given[name]) or 'on'} -> {_shown(value)}")
+        elif value not in (None, False):
+            changes.append(f"{name} (not given) -> {_shown(value)}")
+    return changes
+
+
+def _shown(value: Any) -> str:
+    if value is True:
+        return "on"
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, dict | list) else str(value)
 
 
 def host_vars_snippet(result: Mapping[str, Any], *, run_id: str | None = None) -> str:
     header = f"# host_vars/{result.get('host')}.yml: config {result.get('id') or result.get('config_id')}"
     if run_id:
         header += f", best of run {run_id}"
+    notes = "".join(f"# SGLang resolves: {change}\n" for change in resolution(result))
     body = yaml.safe_dump(host_vars(result), sort_keys=False, default_flow_style=False, width=1000)
-    return f"{header}\n{body}"
+    return f"{header}\n{notes}{body}"

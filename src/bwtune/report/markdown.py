@@ -29,14 +29,27 @@ def render_markdown(data: ReportData) -> str:
 
     out += [f"## Plan summary{sim}", ""]
     out.append(f"- objective: {data.objective_text}")
-    out.append(f"- configs measured: {s['configs']} ({s['results']} results on {len(s['hosts'])} hosts)")
-    out.append(f"- ok: {s['ok']}; failed: {sum(s['failed'].values())}")
+    out.append(f"- plan: {data.plan_text}")
+    out.append(
+        f"- configs: {s['configs']} ({s['results']} results on {len(s['hosts'])} hosts), "
+        f"launched {s['launched']}"
+    )
+    out.append(
+        f"- ok: {s['ok']}; failed: {sum(s['failed'].values())}; "
+        f"not launched (pruned, duplicate): {sum(s['not_launched'].values())}"
+    )
     if s["failed"]:
         out.append("- failures: " + ", ".join(f"{k} {v}" for k, v in s["failed"].items()))
+    if s["not_launched"]:
+        out.append("- not launched: " + ", ".join(f"{k} {v}" for k, v in s["not_launched"].items()))
+    if s["screened_out"]:
+        out.append(
+            f"- screened out: {s['screened_out']} (ok on the short screen, not worth the full workloads)"
+        )
+    if s["superseded"]:
+        out.append(f"- re-measured: {s['superseded']} earlier measurements kept (bwtune export shows them)")
     out.append(f"- workloads: {', '.join(data.workloads) or 'none'}")
     out.append(f"- hosts: {', '.join(s['hosts']) or 'none'}")
-    for key, value in (data.plan or {}).items():
-        out.append(f"- plan {key}: {value}")
     out.append(f"- started: {data.created_at}")
     out.append("")
 
@@ -50,6 +63,16 @@ def render_markdown(data: ReportData) -> str:
             f"`{best.id}` on `{best.host}`: {data.objective['metric']} **{_fmt(best.objective)}**{ci} "
             f"on {data.objective.get('workload')} ({best.label})",
             "",
+            *(
+                [
+                    "Tied with the winner (95% CIs overlap, within each other's noise): "
+                    + ", ".join(f"`{r.id}` @ {r.host}" for r in data.ties)
+                    + ". This run does not tell them apart.",
+                    "",
+                ]
+                if data.ties
+                else []
+            ),
             "Launch command:",
             "",
             "```sh",
@@ -63,13 +86,16 @@ def render_markdown(data: ReportData) -> str:
             "```",
             "",
         ]
+        if data.resolution:
+            out += ["SGLang resolves these arguments itself (the plan's recorded resolution):", ""]
+            out += [f"- `{change}`" for change in data.resolution] + [""]
 
     out += [f"## Configs{sim}", ""]
     out.append(f"| # | config | host | status | varying flags | {data.objective['metric']} | 95% CI | reps |")
     out.append("|---:|---|---|---|---|---:|---:|---:|")
     for rank, row in enumerate(data.rows, start=1):
         ci = f"{_fmt(row.ci95[0])} \u2013 {_fmt(row.ci95[1])}" if row.ci95 else NA
-        star = " ★" if row.is_best else ""
+        star = " ★" if row.is_best else (" ≈ tied" if row.tied_with_best else "")
         out.append(
             f"| {rank} | `{row.id}`{star} | {_cell(row.host)} | {row.status} | {_cell(row.label)} "
             f"| {_fmt(row.objective)} | {ci} | {row.repetitions} |"
@@ -89,9 +115,9 @@ def render_markdown(data: ReportData) -> str:
         out.append("No ok config reports throughput and decode rate.")
     out.append("")
 
-    out += [f"## Failures by class{sim}", ""]
+    out += [f"## Failures by class, and configs not launched{sim}", ""]
     if not data.failures:
-        out += ["No failures.", ""]
+        out += ["No launch failed.", ""]
     for klass, rows in data.failures.items():
         out += [f"### {klass} ({len(rows)})", ""]
         for row in rows:
@@ -100,6 +126,14 @@ def render_markdown(data: ReportData) -> str:
             tail = failure.get("log_tail") or []
             if tail:
                 out += ["  ```text", *[f"  {line}" for line in tail[-20:]], "  ```", ""]
+
+    if data.not_launched:
+        out += ["### Not launched (the plan decided; not failures)", ""]
+        for klass, rows in data.not_launched.items():
+            for row in rows:
+                message = (row.result.get("failure") or {}).get("message", "")
+                out.append(f"- `{row.id}` @ {row.host}: {klass}: {message} ({row.label})")
+        out.append("")
 
     out += [f"## Hosts and stack fingerprint{sim}", ""]
     out.append("| host | GPU | GPU facts | SGLang | stack fingerprint |")

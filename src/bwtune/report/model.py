@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import regression, results_db
 from bwtune.report import launch
 
@@ -13,6 +14,8 @@ SIMULATED_LABEL = "SIMULATED (bwtune stand-in)"
 # Per-request decode rate: reported directly, else derived from the time per output token.
 DECODE_RATE = "output_tok_s_per_request"
 THROUGHPUT = "output_throughput"
+# The longest bar-chart detail line; longer labels shorten each value, never the differing end.
+LABEL_MAX = 58
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Row:
     repetitions: int
     is_best: bool
     result: dict[str, Any]
+    short_label: str = ""  # the values of the varying axes only, for narrow places (bar chart)
+    tied_with_best: bool = False  # its 95% CI overlaps the winner's: not told apart by this run
 
 
 @dataclass(frozen=True)
@@ -52,17 +57,29 @@ class ReportData:
     rows: list[Row]
     best: Row | None
     pareto: list[ParetoPoint]
-    failures: dict[str, list[Row]]
+    failures: dict[str, list[Row]]  # launched configs that failed, by class
     hosts: list[dict[str, Any]]
     launch_command: str | None = None
     launch_command_multiline: str | None = None
     host_vars: str | None = None
     workloads: list[str] = field(default_factory=list)
+    not_launched: dict[str, list[Row]] = field(default_factory=dict)  # pruned, duplicate
+    label_axes: list[str] = field(default_factory=list)  # what short_label's values are
+    resolution: list[str] = field(default_factory=list)  # what SGLang changes in the winner's argv
 
     @property
     def objective_text(self) -> str:
         o = self.objective
         return f"{o['goal']} {o['metric']} on {o.get('workload') or '(no workload)'}"
+
+    @property
+    def ties(self) -> list[Row]:
+        """Other ok configs within the winner's noise."""
+        return [r for r in self.rows if r.tied_with_best and not r.is_best]
+
+    @property
+    def plan_text(self) -> str:
+        return plan_text(self.plan)
 
 
 def load_report(conn: sqlite3.Connection, run_id: str) -> ReportData:
@@ -71,13 +88,21 @@ def load_report(conn: sqlite3.Connection, run_id: str) -> ReportData:
     objective = summary["objective"]
     best_key = (output["best"]["host"], output["best"]["id"]) if output["best"] else None
     varying = _varying_flags(output["results"])
-    rows = [_row(result, objective, varying, best_key) for result in output["results"]]
+    matrix_axes = list((results_db.get_run(conn, run_id).matrix or {}).get("axes") or {})
+    axes = _varying_axes(output["results"], matrix_axes)
+    rows = [_row(result, objective, varying, axes, best_key) for result in output["results"]]
     rows.sort(key=lambda r: _row_order(r, objective))
     best = next((r for r in rows if r.is_best), None)
+    if best is not None:
+        rows = [_mark_tie(row, best) for row in rows]
+        best = next(r for r in rows if r.is_best)
     failures: dict[str, list[Row]] = {}
+    not_launched: dict[str, list[Row]] = {}
     for row in rows:
-        if row.status != "ok":
+        if contract.is_failed(row.status):
             failures.setdefault(row.status, []).append(row)
+        elif not contract.is_launched(row.status):
+            not_launched.setdefault(row.status, []).append(row)
     data = ReportData(
         run_id=run_id,
         created_at=summary["created_at"],
@@ -91,29 +116,44 @@ def load_report(conn: sqlite3.Connection, run_id: str) -> ReportData:
         failures=dict(sorted(failures.items())),
         hosts=results_db.run_hosts(conn, run_id),
         workloads=summary["workloads"],
+        not_launched=dict(sorted(not_launched.items())),
+        label_axes=axes,
     )
     if best is None:
         return data
-    return ReportData(
-        **{
-            **data.__dict__,
-            "launch_command": launch.launch_command(best.result),
-            "launch_command_multiline": launch.launch_command(best.result, multiline=True),
-            "host_vars": launch.host_vars_snippet(best.result, run_id=run_id),
-        }
+    return replace(
+        data,
+        launch_command=launch.launch_command(best.result),
+        launch_command_multiline=launch.launch_command(best.result, multiline=True),
+        host_vars=launch.host_vars_snippet(best.result, run_id=run_id),
+        resolution=launch.resolution(best.result),
     )
 
 
 def _row_order(row: Row, objective: dict[str, Any]) -> tuple[Any, ...]:
-    # ok results first, best objective first; then failures by class.
+    # ok results first, best objective first; then failures by class; plan rows last.
     sign = -1.0 if objective["goal"] == "max" else 1.0
     value = sign * row.objective if row.objective is not None else float("inf")
-    return (row.status != "ok", value if row.status == "ok" else 0.0, row.status, row.host, row.id)
+    group = 0 if row.status == "ok" else (1 if contract.is_launched(row.status) else 2)
+    return (group, value if row.status == "ok" else 0.0, row.status, row.host, row.id)
+
+
+def _mark_tie(row: Row, best: Row) -> Row:
+    tied = row.status == "ok" and (row is best or contract.intervals_overlap(row.ci95, best.ci95))
+    return replace(row, tied_with_best=tied)
 
 
 def _varying_flags(results: list[dict[str, Any]]) -> list[str]:
     names = sorted({name for r in results for name in r["flags"]})
     return [n for n in names if len({repr(r["flags"].get(n)) for r in results}) > 1]
+
+
+def _varying_axes(results: list[dict[str, Any]], order: list[str]) -> list[str]:
+    """The matrix axes whose values differ between results, in the matrix's axis order."""
+    names: list[str] = [name for name in order if isinstance(name, str)]
+    for result in results:
+        names.extend(name for name in result.get("point") or {} if name not in names)
+    return [n for n in names if len({repr((r.get("point") or {}).get(n)) for r in results}) > 1]
 
 
 def _label(flags: dict[str, Any], varying: list[str]) -> str:
@@ -126,24 +166,82 @@ def _label(flags: dict[str, Any], varying: list[str]) -> str:
     return " ".join(parts) or "(base flags)"
 
 
+def short_label(values: list[str], limit: int = LABEL_MAX) -> str:
+    """Values joined by " · "; when too long, each value loses its middle (never its ends), so
+    labels that differ only at a value's end stay apart."""
+    text = " · ".join(values)
+    if len(text) <= limit or not values:
+        return text
+    budget = max((limit - 3 * (len(values) - 1)) // len(values), 5)
+    return " · ".join(v if len(v) <= budget else v[: budget - 1 - budget // 2] + "…" + v[-(budget // 2) :]
+                      for v in values)  # fmt: skip
+
+
+def _axis_value(value: Any) -> str:
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return "\u2013" if value is None else str(value)  # en dash: the axis is not set for this config
+
+
 def _row(
-    result: dict[str, Any], objective: dict[str, Any], varying: list[str], best_key: tuple[str, str] | None
+    result: dict[str, Any],
+    objective: dict[str, Any],
+    varying: list[str],
+    axes: list[str],
+    best_key: tuple[str, str] | None,
 ) -> Row:
     ci = result.get("objective_ci95")
     reps = regression.objective_repetitions(result, objective)
     if ci is None and len(reps) >= 2:
-        ci = regression.mean_ci95(reps)
+        ci = contract.mean_ci95(reps)[1]
+    point = result.get("point") or {}
+    label = _label(result["flags"], varying)
     return Row(
         id=result["id"],
         host=result["host"],
         status=result["status"],
-        label=_label(result["flags"], varying),
+        label=label,
         objective=result.get("objective"),
         ci95=(ci[0], ci[1]) if ci else None,
         repetitions=len(reps),
         is_best=(result["host"], result["id"]) == best_key,
         result=result,
+        short_label=short_label([_axis_value(point.get(a)) for a in axes]) if axes else short_label([label]),
     )
+
+
+def plan_text(plan: dict[str, Any] | None) -> str:
+    """The plan summary as one readable line (the node's sweep summary or the planner's)."""
+    if not plan:
+        return "not recorded"
+    parts = []
+    for key, caption in _PLAN_FIELDS:
+        value = plan.get(key)
+        if value is None or isinstance(value, dict | list):
+            continue
+        parts.append(f"{caption} {value}" if key == "strategy" else f"{value} {caption}")
+    return ", ".join(parts) or "not recorded"
+
+
+# (key, caption) in the order a reader wants them; other keys are shown elsewhere or internal.
+_PLAN_FIELDS = (
+    ("strategy", "strategy"),
+    ("combinations", "combinations"),
+    ("points", "matrix points"),
+    ("planned_configs", "configs planned"),
+    ("expanded", "configs planned"),
+    ("valid_configs", "valid"),
+    ("valid", "valid"),
+    ("pruned", "pruned by the rules"),
+    ("duplicates", "duplicates"),
+    ("duplicate", "duplicates"),
+    ("launches", "launches"),
+    ("resumed", "resumed from an earlier attempt"),
+    ("saved_launches", "launches saved by the strategy"),
+    ("screened_out", "screened out"),
+)
 
 
 def decode_rate(values: dict[str, Any]) -> float | None:

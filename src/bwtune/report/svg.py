@@ -58,7 +58,7 @@ def _watermark(width: float, height: float, simulated: bool) -> str:
 @dataclass(frozen=True)
 class Bar:
     label: str  # left of the bar: config id and host
-    detail: str  # under the label: the varying flags
+    detail: str  # under the label: the values of the axes that vary
     value: float
     ci95: tuple[float, float] | None
     kind: str  # "best", "ok" or a failure class
@@ -92,8 +92,8 @@ def bar_chart(bars: Sequence[Bar], *, title: str, unit: str, simulated: bool) ->
         parts.append(f'<g class="bar" data-kind="{escape(bar.kind)}"><title>{escape(bar.tooltip)}</title>')
         parts.append(_text(left - 10, y + 16, bar.label, anchor="end", size=12, weight="bold"
                            if bar.kind == "best" else "normal"))  # fmt: skip
-        detail = bar.detail if len(bar.detail) <= 58 else bar.detail[:57] + "\u2026"
-        parts.append(_text(left - 10, y + 30, detail, anchor="end", size=10, fill="#6b7280"))
+        # Already short (report.model.short_label keeps the values that differ): never cut here.
+        parts.append(_text(left - 10, y + 30, bar.detail, anchor="end", size=10, fill="#6b7280"))
         w = max(bar.value * scale, 1.0)
         hatch = ' stroke="#6b7280" stroke-dasharray="4 3"' if bar.kind not in ("best", "ok") else ""
         parts.append(
@@ -166,6 +166,7 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
         f'text-anchor="middle" font-size="12" fill="{AXIS_COLOR}">output throughput (tok/s)</text>'
     )
     workloads = sorted({p.workload for p in points})
+    lines_drawn = 0
     for index, workload in enumerate(workloads):
         color = PALETTE[index % len(PALETTE)]
         mine = [p for p in points if p.workload == workload]
@@ -176,6 +177,7 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
                 f'<polyline class="frontier" points="{path}" fill="none" stroke="{color}" '
                 f'stroke-width="2" stroke-dasharray="6 4"/>'
             )
+            lines_drawn += 1
         for p in mine:
             tip = (f"{p.id} @ {p.host} [{p.workload}] {p.label}\nthroughput {_fmt(p.throughput)} tok/s, "
                    f"decode {_fmt(p.decode_rate)} tok/s/request")  # fmt: skip
@@ -191,10 +193,14 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
         parts.append(_text(lx + 12, ly + 4, workload, size=12))
     ly = top + 10 + len(workloads) * 24
     lx = left + plot_w + 24
-    parts.append(
-        f'<line x1="{lx - 6}" y1="{ly}" x2="{lx + 6}" y2="{ly}" stroke="{AXIS_COLOR}" stroke-dasharray="4 3" '
-        f'stroke-width="2"/>'
-    )
+    # The legend shows only what is drawn: the dashed line only when a frontier has one.
+    if lines_drawn:
+        parts.append(
+            f'<line class="legend-frontier" x1="{lx - 6}" y1="{ly}" x2="{lx + 6}" y2="{ly}" '
+            f'stroke="{AXIS_COLOR}" stroke-dasharray="4 3" stroke-width="2"/>'
+        )
+    else:
+        parts.append(f'<circle cx="{lx}" cy="{ly}" r="6" fill="white" stroke="#111827" stroke-width="1.5"/>')
     parts.append(_text(lx + 12, ly + 4, "Pareto frontier", size=12))
     parts.append(_text(lx + 12, ly + 20, "(outlined points)", size=11, fill="#6b7280"))
     parts.append("</svg>")

@@ -18,6 +18,7 @@ MODEL = "/models/Qwen3.5-397B-A17B-NVFP4"
 WORKLOADS = ("chat-1k", "long-8k")
 REPETITIONS = 3
 FINGERPRINT = "sha256:5f1c0a9e3b7d"
+LAUNCH_COMMAND = ["/opt/bwtune/stacks/current/bin/python", "-m", "sglang.launch_server"]
 FAILURES = {
     "pruned": "rule fp8-kv-needs-sm90: --kv-cache-dtype fp8_e5m2 is not supported on sm120",
     "duplicate": "same normalized flags as c5d41402abc",
@@ -132,6 +133,7 @@ def _line(
         "point": point,
         "flags": flags,
         "argv": argv_for(flags),
+        "launch_command": LAUNCH_COMMAND,
         "status": status,
         "simulated": simulated,
         "stack_fingerprint": FINGERPRINT,
@@ -140,8 +142,11 @@ def _line(
         "started_at": started,
         "finished_at": f"2026-11-30T10:{index:02d}:50+00:00",
         "timings": {"startup_s": 41.2, "gate_s": 3.1, "bench_s": 0.0 if not metrics else 96.4, "stop_s": 4.0},
+        "release": None if status in ("pruned", "duplicate") else {"forced": False, "gpu": "released"},
         "metrics": metrics,
         "accept_length": None,
+        "screened_out": False,
+        "duplicate_of": "c5d41402abc" if status == "duplicate" else None,
         "failure": failure,
         "reasons": [{"rule": "r", "kind": "hardware", "message": FAILURES[status], "source": "rules.py"}]
         if status in ("pruned", "unsupported-hardware")

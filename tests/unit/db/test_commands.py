@@ -32,15 +32,16 @@ def test_import_twice_then_merge_a_second_host(home: Path, tmp_path: Path, capsy
     host_a = write_jsonl(tmp_path / "a.jsonl", [r for r in lines if r["host"] == "gpu-a"])
     host_b = write_jsonl(tmp_path / "b.jsonl", [r for r in lines if r["host"] == "gpu-b"])
     code, out, _ = _run(capsys, "import", str(host_a))
-    assert code == 0 and "13 added, 0 updated, 0 unchanged" in out
+    assert code == 0 and "13 added, 0 re-measured, 0 unchanged" in out
     code, out, _ = _run(capsys, "import", str(host_a))
-    assert code == 0 and "0 added, 0 updated, 13 unchanged" in out
+    assert code == 0 and "0 added, 0 re-measured, 13 unchanged" in out
     code, out, _ = _run(capsys, "import", str(host_b))
     assert code == 0 and "2 added" in out
     assert (home / "results.db").exists()
     code, out, _ = _run(capsys, "runs", "--json")
-    runs = json.loads(out)
-    assert [(r["run_id"], r["hosts"], r["results"]) for r in runs] == [("r20261130-demo", 2, 15)]
+    output = json.loads(out)
+    assert output["schema"] == 1
+    assert [(r["run_id"], r["hosts"], r["results"]) for r in output["runs"]] == [("r20261130-demo", 2, 15)]
 
 
 def test_import_with_run_id_and_matrix_objective(home: Path, tmp_path: Path, capsys) -> None:
@@ -66,12 +67,13 @@ def test_bad_results_file_is_one_line_and_exit_2(home: Path, tmp_path: Path, cap
         err == f"bwtune import: {path}:2: status 'exploded' is not one of {', '.join(results_db.STATUSES)}\n"
     )
     # Nothing half-imported.
-    assert not (home / "results.db").exists() or json.loads(_run(capsys, "runs", "--json")[1]) == []
+    assert not (home / "results.db").exists() or json.loads(_run(capsys, "runs", "--json")[1])["runs"] == []
     code, _, err = _run(capsys, "import", str(tmp_path / "missing.jsonl"))
     assert code == 2 and err.count("\n") == 1 and "missing.jsonl" in err
 
 
-def test_unknown_run_is_one_line_and_exit_2(home: Path, capsys) -> None:
+def test_unknown_run_is_one_line_and_exit_2(home: Path, tmp_path: Path, capsys) -> None:
+    _run(capsys, "import", str(write_jsonl(tmp_path / "r.jsonl", sample_results())))
     for argv in (["export", "nope", "--format", "csv"], ["report", "nope"]):
         code, out, err = _run(capsys, *argv)
         assert code == 2 and out == ""

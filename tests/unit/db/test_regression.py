@@ -6,6 +6,8 @@ import sqlite3
 import pytest
 from sample_results import sample_results
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import student_t
+from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import mean_ci95
 from bwtune import regression, results_db
 
 # Welch's example from the literature (Wikipedia, "Welch's t-test", example 3).
@@ -18,13 +20,13 @@ B = [27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.
     [(0.975, 2, 4.302653), (0.975, 10, 2.228139), (0.95, 1, 6.313752), (0.5, 7, 0.0), (0.025, 30, -2.042272)],
 )
 def test_t_quantiles_match_tables(q: float, df: float, expected: float) -> None:
-    assert regression.t_ppf(q, df) == pytest.approx(expected, abs=1e-5)
+    assert student_t.t_ppf(q, df) == pytest.approx(expected, abs=1e-5)
 
 
 def test_t_cdf_known_values() -> None:
-    assert regression.t_cdf(2.0, 5) == pytest.approx(0.949030, abs=1e-6)
-    assert regression.t_cdf(-1.0, 1) == pytest.approx(0.25, abs=1e-12)  # Cauchy
-    assert regression.t_cdf(0.0, 3) == pytest.approx(0.5)
+    assert student_t.t_cdf(2.0, 5) == pytest.approx(0.949030, abs=1e-6)
+    assert student_t.t_cdf(-1.0, 1) == pytest.approx(0.25, abs=1e-12)  # Cauchy
+    assert student_t.t_cdf(0.0, 3) == pytest.approx(0.5)
 
 
 def test_welch_matches_reference_example() -> None:
@@ -49,9 +51,9 @@ def test_bootstrap_agrees_with_welch_on_clear_and_null_cases() -> None:
 
 
 def test_mean_ci95() -> None:
-    low, high = regression.mean_ci95([10.0, 12.0, 14.0])
+    _mean, (low, high), _cv = mean_ci95([10.0, 12.0, 14.0])
     assert (low, high) == pytest.approx((12 - 4.302653 * 2 / math.sqrt(3), 12 + 4.302653 * 2 / math.sqrt(3)))
-    assert regression.mean_ci95([1.0]) is None
+    assert mean_ci95([1.0])[1] is None
 
 
 @pytest.fixture

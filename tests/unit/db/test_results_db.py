@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from sample_results import FAILURES, sample_results, write_jsonl
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
 from bwtune import results_db
 
 
@@ -21,7 +22,7 @@ def test_connect_creates_wal_database_at_current_schema(tmp_path: Path) -> None:
     assert results_db.schema_version(conn) == results_db.SCHEMA_VERSION >= 1
     # Reopening migrates nothing and keeps the version.
     conn.close()
-    assert results_db.schema_version(results_db.connect(tmp_path / "sub" / "results.db")) == 1
+    assert results_db.schema_version(results_db.connect(tmp_path / "sub" / "results.db")) == 2
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -40,7 +41,7 @@ def test_migration_upgrades_an_older_database(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(results_db, "MIGRATIONS", extra)
     monkeypatch.setattr(results_db, "SCHEMA_VERSION", len(extra))
     conn = results_db.connect(path)
-    assert results_db.schema_version(conn) == 2
+    assert results_db.schema_version(conn) == len(extra)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
     assert "note" in columns
 
@@ -190,14 +191,15 @@ def test_bad_lines_name_file_line_and_value(tmp_path: Path, sample: list[dict], 
 def test_invalid_json_line(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text("\n{not json\n")
-    with pytest.raises(results_db.ResultsFormatError, match=r"r.jsonl:2: not valid JSON"):
+    with pytest.raises(results_db.ResultsFormatError, match=r"r.jsonl:2: not a JSON line"):
         results_db.read_results_file(path)
 
 
 def test_build_run_output_shape_and_best(db: sqlite3.Connection, sample: list[dict]) -> None:
     results_db.import_results(db, sample)
     out = results_db.build_run_output(db, "r20261130-demo")
-    assert set(out) == {"run_id", "results", "best", "summary"}
+    assert set(out) == {"schema", "run_id", "results", "best", "summary"}
+    assert out["schema"] == results_contract.OUTPUT_SCHEMA_VERSION
     assert len(out["results"]) == len(sample)
     for result in out["results"]:
         assert {"id", "host", "status", "flags", "failure", "metrics"} <= set(result)
@@ -210,7 +212,10 @@ def test_build_run_output_shape_and_best(db: sqlite3.Connection, sample: list[di
     assert best["flags"]["moe-runner-backend"] == "flashinfer_trtllm"
     summary = out["summary"]
     assert summary["objective"] == {"workload": "chat-1k", "metric": "output_throughput", "goal": "max"}
-    assert summary["ok"] == 7 and summary["failed"] == {c: 1 for c in sorted(FAILURES)}
+    # Failed counts launched configs only: the plan's pruned and duplicate rows are apart.
+    launched = sorted(c for c in FAILURES if c not in ("pruned", "duplicate"))
+    assert summary["ok"] == 7 and summary["failed"] == {c: 1 for c in launched}
+    assert summary["not_launched"] == {"duplicate": 1, "pruned": 1} and summary["launched"] == 13
     assert summary["hosts"] == ["gpu-a", "gpu-b"] and summary["simulated"] is True
     json.dumps(out)  # serialisable as printed by --json
 
@@ -239,5 +244,6 @@ def test_list_runs(db: sqlite3.Connection) -> None:
     runs = results_db.list_runs(db)
     assert [r["run_id"] for r in runs] == ["r-new", "r-old"]
     assert runs[0]["simulated"] is False and runs[1]["simulated"] is True
-    assert runs[0]["results"] == 15 and runs[0]["ok"] == 7 and runs[0]["failed"] == 8
+    assert runs[0]["results"] == 15 and runs[0]["ok"] == 7 and runs[0]["failed"] == 6
+    assert runs[0]["not_launched"] == 2
     assert runs[0]["best"]["id"].startswith("c")

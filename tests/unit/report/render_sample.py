@@ -22,6 +22,12 @@ MATRIX = {
     "name": "qwen35-397b-nvfp4-sm120",
     "objective": {"workload": "chat-1k", "metric": "output_throughput", "goal": "max"},
     "workloads": ["chat-1k", "long-8k"],
+    "axes": {
+        "moe-runner-backend": ["flashinfer_cutlass", "triton", "flashinfer_trtllm"],
+        "cuda-graph-max-bs": [64, 128, 256],
+        "enable-dp-attention": [False, True],
+        "chunked-prefill-size": [4096],
+    },
 }
 PLAN_SUMMARY = {"points": 16, "valid": 14, "pruned": 1, "duplicate": 1, "launches": 12}
 GPU_FACTS = {"count": 8, "name": "NVIDIA RTX PRO 6000 Blackwell", "memory_mib": 97887, "driver": "580.95"}

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shlex
 import sqlite3
 from pathlib import Path
 from xml.etree import ElementTree
@@ -9,7 +10,7 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 from render_sample import RUN_ID, build_sample_db
-from sample_results import FAILURES
+from sample_results import FAILURES, LAUNCH_COMMAND
 
 from bwtune.report import SIMULATED_LABEL, load_report, render_html, render_markdown, svg
 
@@ -85,19 +86,106 @@ def test_config_table_and_winner(rendered) -> None:
     snippet = md.split("```yaml\n")[1].split("```")[0]
     assert yaml.safe_load(snippet)["server_flags"]["moe-runner-backend"] == "flashinfer_trtllm"
     command = md.split("```sh\n")[1].split("```")[0]
-    assert command.startswith("python -m sglang.launch_server")
+    assert command.startswith(shlex.join(LAUNCH_COMMAND))  # as the node recorded it
     assert "--enable-dp-attention" in command
 
 
 def test_failures_grouped_by_class_with_log_tail(rendered) -> None:
     html_path, md_path, data = rendered
-    assert sorted(data.failures) == sorted(FAILURES)
+    launched = {k: v for k, v in FAILURES.items() if k not in ("pruned", "duplicate")}
+    assert sorted(data.failures) == sorted(launched)
+    assert sorted(data.not_launched) == ["duplicate", "pruned"]
     html, md = html_path.read_text(), md_path.read_text()
-    for klass, message in FAILURES.items():
+    for klass, message in launched.items():
         assert f"### {klass} (1)" in md
         assert message in md
-    assert html.count('<pre class="log">') == len(FAILURES)
+    assert html.count('<pre class="log">') == len(launched)
     assert "Traceback (most recent call last):" in html
+
+
+def test_failed_counts_exclude_planner_prunes_and_duplicates(rendered) -> None:
+    html_path, md_path, data = rendered
+    assert sum(data.summary["failed"].values()) == 6 and data.summary["not_launched"] == {
+        "duplicate": 1,
+        "pruned": 1,
+    }
+    md = md_path.read_text()
+    assert "- ok: 7; failed: 6; not launched (pruned, duplicate): 2" in md
+    assert "### Not launched" in md and FAILURES["pruned"] in md
+    cards = re.findall(r'<div class="card"><b>(\d+)</b><span>([^<]+)</span>', html_path.read_text())
+    assert ("6", "failed") in cards and ("2", "not launched (pruned, duplicate)") in cards
+
+
+def test_plan_row_is_readable_not_a_dict_dump(tmp_path: Path) -> None:
+    from bwtune import results_db
+
+    conn = build_sample_db(tmp_path / "r.db")
+    node_summary = {
+        "run_id": RUN_ID, "strategy": "screen", "planned_configs": 15, "valid_configs": 13,
+        "launches": 13, "resumed": 0, "saved_launches": 0, "screened_out": 2,
+        "by_status": {"ok": 7, "oom": 1}, "objective": {"workload": "chat-1k", "metric": "x", "goal": "max"},
+        "leftover_stopped": None, "results_path": "/var/lib/bwtune/r/results.jsonl", "simulated": True,
+    }  # fmt: skip
+    results_db.record_run(conn, RUN_ID, plan_summary=node_summary)
+    data = load_report(conn, RUN_ID)
+    assert data.plan_text == (
+        "strategy screen, 15 configs planned, 13 valid, 13 launches, 0 resumed from an earlier attempt, "
+        "0 launches saved by the strategy, 2 screened out"
+    )
+    html, md = render_html(data), render_markdown(data)
+    for text in (html, md):
+        assert "{'" not in text and "by_status" not in text
+    assert f"- plan: {data.plan_text}" in md
+
+
+def test_bar_labels_keep_what_differs_between_configs() -> None:
+    from bwtune.report.model import short_label
+
+    long_a = ["flashinfer_cutlass_with_a_very_long_backend_name_v1", "256", "on"]
+    long_b = ["flashinfer_cutlass_with_a_very_long_backend_name_v2", "256", "on"]
+    a, b = short_label(long_a), short_label(long_b)
+    assert len(a) <= 58 and a != b and a.endswith("v1 · 256 · on")
+    assert short_label(["triton", "128"]) == "triton · 128"
+
+
+def test_bar_details_are_axis_values_named_once(rendered) -> None:
+    html_path, _, data = rendered
+    assert data.label_axes[:2] == ["moe-runner-backend", "cuda-graph-max-bs"]  # the matrix's order
+    labels = [row.short_label for row in data.rows if row.objective is not None]
+    assert len(set(labels)) == len({tuple(sorted(row.result["point"].items())) for row in data.rows
+                                     if row.objective is not None})  # fmt: skip
+    assert "Under each id: moe-runner-backend · cuda-graph-max-bs" in html_path.read_text()
+
+
+def test_pareto_legend_shows_only_what_is_drawn(rendered) -> None:
+    _, _, data = rendered
+    drawn = svg.pareto_chart(data.pareto, simulated=False)
+    assert 'class="frontier"' in drawn and 'class="legend-frontier"' in drawn
+    # One point per workload: no frontier line is drawn, so the legend shows no line either.
+    single = [next(p for p in data.pareto if p.workload == w) for w in ("chat-1k", "long-8k")]
+    alone = svg.pareto_chart(single, simulated=False)
+    assert 'class="frontier"' not in alone and 'class="legend-frontier"' not in alone
+
+
+def test_configs_within_the_winners_noise_are_marked_tied(tmp_path: Path) -> None:
+    from sample_results import sample_results
+
+    from bwtune import results_db
+
+    lines = sample_results()
+    ok = sorted((r for r in lines if r["status"] == "ok" and r["host"] == "gpu-a"),
+                key=lambda r: -r["metrics"]["chat-1k"]["values"]["output_throughput"])  # fmt: skip
+    best_ci = ok[0]["metrics"]["chat-1k"]["ci95"]["output_throughput"]
+    ok[1]["metrics"]["chat-1k"]["ci95"]["output_throughput"] = [best_ci[0] - 300.0, best_ci[0] + 1.0]
+    conn = results_db.connect(tmp_path / "r.db")
+    results_db.import_results(conn, lines)
+    data = load_report(conn, "r20261130-demo")
+    assert data.best is not None and data.best.id == ok[0]["config_id"]
+    assert [(r.id, r.host) for r in data.ties] == [(ok[1]["config_id"], "gpu-a")]
+    others = [r for r in data.rows if not r.is_best and r.id != ok[1]["config_id"]]
+    assert not any(r.tied_with_best for r in others)
+    assert f"`{ok[1]['config_id']}` ≈ tied" in render_markdown(data)
+    assert "Tied with the winner" in render_html(data)
 
 
 def test_pareto_frontier_per_workload(rendered) -> None:
