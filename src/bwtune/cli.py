@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from types import ModuleType
 
-from bwtune import __version__, commands
-
-EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from bwtune import __version__, commands, exit_codes
 
 
 def _command_modules() -> list[ModuleType]:
@@ -27,7 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bwtune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules():
-        command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        # A command that is not ready (HIDDEN) still runs but is left out of the listing.
+        shown = {} if getattr(module, "HIDDEN", False) else {"help": module.HELP}
+        command = sub.add_parser(module.NAME, description=module.HELP, **shown)
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser
@@ -38,12 +39,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)
-        return EXIT_BAD_INPUT
+        return exit_codes.BAD_INPUT
     try:
-        return int(args._run(args))
+        code = int(args._run(args))
+        sys.stdout.flush()  # a reader that went away shows up here, not at interpreter exit
+        return code
     except KeyboardInterrupt:
         print("bwtune: interrupted", file=sys.stderr)
-        return 130
+        return exit_codes.CANCELED
+    except BrokenPipeError:
+        # `bwtune runs --json | head`: the reader has what it wanted. Point stdout at
+        # /dev/null so the interpreter's last flush does not raise again, and exit as a
+        # process killed by SIGPIPE would report it.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return exit_codes.BROKEN_PIPE
 
 
 if __name__ == "__main__":

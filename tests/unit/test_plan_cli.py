@@ -14,12 +14,19 @@ SM120 = REPO / "examples" / "qwen35-397b-nvfp4-sm120.yml"
 
 
 def test_json_output_is_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", str(SM120), "--format", "json"]) == 0
+    assert main(["plan", str(SM120), "--json"]) == 0
     out = capsys.readouterr()
     plan = json.loads(out.out)
     assert plan["gpu"] == "sm120" and plan["sglang_version"] == "0.5.23"
     assert len(plan["configs"]) == plan["summary"]["expanded"] == 63
     assert out.err == ""
+
+
+def test_format_json_still_works_and_says_it_is_deprecated(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(SM120), "--format", "json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["summary"]["expanded"] == 63
+    assert out.err == "bwtune plan: --format json is deprecated; use --json (or nothing)\n"
 
 
 def test_table_output_has_a_row_per_config_and_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,5 +86,5 @@ def test_facts_fill_auto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     facts = tmp_path / "facts.json"
     b200 = {"available": True, "sm": "sm100", "sms": ["sm100"], "message": "8 x NVIDIA B200"}
     facts.write_text(json.dumps({"gpu": b200}))
-    assert main(["plan", str(matrix), "--facts", str(facts), "--format", "json"]) == 0
+    assert main(["plan", str(matrix), "--facts", str(facts), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["gpu"] == "sm100"

@@ -50,15 +50,17 @@ def verbosity(args: argparse.Namespace) -> int:
     return min(int(getattr(args, "verbose", 0) or 0), MAX_VERBOSITY)
 
 
-def extra_vars_args(values: Sequence[str] | None) -> list[str]:
-    """ansible-playbook arguments for the -e values: ["-e", value, ...], each one checked.
+def check_extra_vars(values: Sequence[str] | None) -> list[str]:
+    """The -e values, each checked as ansible-playbook reads it (an @file made absolute).
 
     Raises ExtraVarsError naming the bad value and why, as ansible-playbook would refuse it.
     """
-    argv: list[str] = []
-    for value in values or ():
-        argv += ["-e", _checked(value)]
-    return argv
+    return [_checked(value) for value in values or ()]
+
+
+def extra_vars_args(values: Sequence[str]) -> list[str]:
+    """ansible-playbook arguments for checked -e values: ["-e", value, ...]."""
+    return [arg for value in values for arg in ("-e", value)]
 
 
 def _checked(value: str) -> str:

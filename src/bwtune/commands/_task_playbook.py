@@ -9,16 +9,21 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from bwtune import collection, runner
+from bwtune import collection, exit_codes, runner
+from bwtune.commands import _playbook_options as playbook_options
 from bwtune.progress import TaskLines
 
-EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT, EXIT_CANCELED = 0, 1, 2, 130
+# Kept for the commands that import them from here; the one definition is bwtune.exit_codes.
+EXIT_OK, EXIT_HOST_FAILED, EXIT_BAD_INPUT, EXIT_CANCELED = (
+    exit_codes.OK,
+    exit_codes.HOST_FAILED,
+    exit_codes.BAD_INPUT,
+    exit_codes.CANCELED,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-i", "--inventory", required=True, help="Ansible inventory (file or directory)")
-    parser.add_argument("--limit", help="only these hosts (an Ansible host pattern)")
-    parser.add_argument("--forks", type=int, help="hosts Ansible works on at once")
+    playbook_options.add_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no per-task progress lines")
 
 
@@ -33,8 +38,9 @@ class TaskPlaybookRun:
 
 def run_task_playbook(playbook: str, args: argparse.Namespace, what: str) -> TaskPlaybookRun:
     try:
+        extra_vars = playbook_options.check_extra_vars(args.extra_vars)
         inventory = runner.load_inventory(args.inventory, args.limit)
-    except runner.InventoryError as exc:
+    except (runner.InventoryError, playbook_options.ExtraVarsError) as exc:
         print(f"bwtune: {exc}", file=sys.stderr)
         return TaskPlaybookRun(EXIT_BAD_INPUT)
     path = collection.playbook(playbook)
@@ -54,6 +60,8 @@ def run_task_playbook(playbook: str, args: argparse.Namespace, what: str) -> Tas
             on_event=TaskLines(quiet=args.quiet).on_event,
             quiet=True,
             cancel=cancel.event,
+            verbosity=playbook_options.verbosity(args),
+            extra_args=playbook_options.extra_vars_args(extra_vars),
         )
     if outcome.canceled:
         print(f"bwtune: {what} cancelled", file=sys.stderr)

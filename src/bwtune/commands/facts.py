@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from bwtune import runner
+from bwtune import console, runner
 from bwtune.commands import _task_playbook as task_playbook
 
 NAME = "facts"
@@ -82,18 +82,9 @@ def sweep_groups(rows: list[dict[str, str]]) -> list[list[str]]:
 
 
 def print_facts(rows: list[dict[str, str]], groups: list[list[str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="hosts", title_justify="left")
-    for column in COLUMNS:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(row[column] for column in COLUMNS))
-    console = Console(width=max(120, Console().width))
-    console.print(table)
+    console.print_table(COLUMNS, ([row[column] for column in COLUMNS] for row in rows), title="hosts")
     for number, hosts in enumerate(groups, start=1):
-        console.print(f"sweep group {number}: {', '.join(hosts)}")
+        print(f"sweep group {number}: {', '.join(hosts)}")
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
 from ansible_collections.bwtune.sglang.plugins.module_utils.planner import Plan, plan
 from ansible_collections.bwtune.sglang.plugins.module_utils.rules import GPUS
+from bwtune import console, exit_codes
 from bwtune.matrix_file import MatrixFileError, load
 
 NAME = "plan"
 HELP = "Plan a sweep: expand MATRIX, prune refused configs (with reasons), list the launches."
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,21 +23,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu", choices=GPUS, help="plan for this GPU (overrides hardware.gpu)")
     parser.add_argument("--sglang-version", metavar="V", help="plan for this SGLang release")
     parser.add_argument("--facts", metavar="FILE", help="node facts (JSON) for gpu: auto / version: auto")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON on stdout")
+    # Before --json was every command's spelling; kept so scripts keep working, not listed.
+    parser.add_argument("--format", choices=("table", "json"), help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format:
+        print(f"bwtune plan: --format {args.format} is deprecated; use --json (or nothing)", file=sys.stderr)
     try:
         result = _plan(args)
     except _BadInput as err:
         print(f"bwtune plan: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.format == "json":
+        return exit_codes.BAD_INPUT
+    if args.json or args.format == "json":
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_table(result))
-    return EXIT_OK
+        print_plan(result)
+    return exit_codes.OK
 
 
 class _BadInput(Exception):
@@ -69,9 +73,8 @@ def _read_facts(path: str) -> dict[str, Any]:
     return facts
 
 
-def render_table(result: Plan) -> str:
+def print_plan(result: Plan, stream: TextIO | None = None) -> None:
     """One row per config (id, the axis values, status, first reason), then the summary."""
-    headers = ["id", *result.axes, "status", "reason"]
     rows = []
     for config in result.configs:
         if config.reasons:
@@ -83,26 +86,22 @@ def render_table(result: Plan) -> str:
         else:
             note = ""
         rows.append([config.id, *(_cell(config.point[a]) for a in result.axes), config.status, note])
-    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = [
-        f"SGLang {result.sglang_version} on {result.gpu}: {result.model_path}",
-        "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
-        "  ".join("-" * w for w in widths),
-    ]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     s = result.summary
     est = s["estimate"]
-    lines.append("")
-    lines.append(
+    caption = (
         f"{s['expanded']} configs ({s['combinations']} combinations, {s['excluded']} excluded): "
-        f"{s['valid']} valid, {s['pruned']} pruned, {s['duplicates']} duplicates"
-    )
-    lines.append(
+        f"{s['valid']} valid, {s['pruned']} pruned, {s['duplicates']} duplicates\n"
         f"{s['launches']} launches x {s['workloads_per_launch']} workloads, "
         f"about {est['gpu_hours']} GPU-hours (estimate: {est['startup_s']:.0f} s startup, "
         f"{est['per_launch_s']:.0f} s per launch)"
     )
-    return "\n".join(lines) + "\n"
+    console.print_table(
+        ["id", *result.axes, "status", "reason"],
+        rows,
+        title=f"SGLang {result.sglang_version} on {result.gpu}: {result.model_path}",
+        caption=caption,
+        stream=stream,
+    )
 
 
 def _cell(value: Any) -> str:

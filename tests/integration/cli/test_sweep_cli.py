@@ -163,10 +163,10 @@ def test_two_hosts_sweep_into_one_run_and_the_database_merges_them(
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         "bwtune_simulated": True,
-        "bwtune_sweep_launch_command": ["{{ ansible_playbook_python }}", "-m", "bwtune.standin"],
+        "sweep_launch_command": ["{{ ansible_playbook_python }}", "-m", "bwtune.standin"],
     }
     hosts = {
-        name: {**node, "bwtune_sweep_port": port, "bwtune_sweep_results_dir": str(tmp_path / name)}
+        name: {**node, "sweep_port": port, "sweep_results_dir": str(tmp_path / name)}
         for name, port in (("node-a", 31500), ("node-b", 31700))
     }
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
