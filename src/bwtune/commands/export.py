@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bwtune import results_db
+from bwtune import exit_codes, results_db
 
 NAME = "export"
 HELP = "Export a run: CSV with one row per measurement and repetition, or the JSON of `--json` output."
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
 CSV_COLUMNS = (
     "run_id",
     "host",
@@ -31,7 +30,10 @@ CSV_COLUMNS = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID")
-    parser.add_argument("--format", choices=("csv", "json"), required=True)
+    parser.add_argument("--format", choices=("csv", "json"), default="csv", help="csv (the default) or json")
+    parser.add_argument(
+        "--json", action="store_true", help="the same as --format json (every command's spelling)"
+    )
     parser.add_argument("-o", "--output", metavar="PATH", type=Path, help="write here instead of stdout")
     results_db.add_db_argument(parser)
 
@@ -46,17 +48,18 @@ def run(args: argparse.Namespace) -> int:
             conn.close()
     except (results_db.UnknownRunError, results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
         print(f"bwtune export: {_message(err)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    text = to_csv(output) if args.format == "csv" else json.dumps(output, indent=2) + "\n"
+        return exit_codes.BAD_INPUT
+    as_json = args.json or args.format == "json"
+    text = json.dumps(output, indent=2) + "\n" if as_json else to_csv(output)
     if args.output is None:
         sys.stdout.write(text)
-        return EXIT_OK
+        return exit_codes.OK
     try:
         args.output.write_text(text, encoding="utf-8")
     except OSError as err:
         print(f"bwtune export: cannot write {args.output}: {err.strerror}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return EXIT_OK
+        return exit_codes.BAD_INPUT
+    return exit_codes.OK
 
 
 def _message(err: Exception) -> str:

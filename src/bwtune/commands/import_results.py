@@ -6,12 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from bwtune import results_db
+from bwtune import exit_codes, results_db
 from bwtune.matrix_file import MatrixFileError, load
 
 NAME = "import"
 HELP = "Import a results file (JSON lines from a node) into the results database; re-imports change nothing."
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,13 +37,13 @@ def run(args: argparse.Namespace) -> int:
             conn.close()
     except (results_db.ResultsFormatError, results_db.SchemaTooNewError, ValueError) as err:
         print(f"bwtune import: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exit_codes.BAD_INPUT
     except results_db.DB_INPUT_ERRORS as err:
         print(
             f"bwtune import: results database {args.db or results_db.default_db_path()}: {err}",
             file=sys.stderr,
         )
-        return EXIT_BAD_INPUT
+        return exit_codes.BAD_INPUT
     for warning in content.warnings:
         print(f"bwtune import: warning: {warning}", file=sys.stderr)
     for replacement in summary.replaced:
@@ -54,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         f"imported {summary.total} results into run {runs}: "
         f"{summary.added} added, {summary.updated} re-measured, {summary.unchanged} unchanged"
     )
-    return EXIT_OK
+    return exit_codes.OK
 
 
 def _read_matrix(path: str) -> dict:

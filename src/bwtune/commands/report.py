@@ -6,12 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from bwtune import results_db
+from bwtune import exit_codes, results_db
 from bwtune.report import SIMULATED_LABEL, write_report
 
 NAME = "report"
 HELP = "Write a run's report: report.html (self-contained, charts inline) and report.md."
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     ) as err:
         message = err.args[0] if isinstance(err, LookupError) else str(err)
         print(f"bwtune report: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exit_codes.BAD_INPUT
     label = f"  [{SIMULATED_LABEL}]" if data.simulated else ""
     best = data.best
     if best is not None:
@@ -50,4 +49,4 @@ def run(args: argparse.Namespace) -> int:
     for path in (html, md):
         if path is not None:
             print(path)
-    return EXIT_OK
+    return exit_codes.OK

@@ -8,11 +8,10 @@ import os
 import sys
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
-from bwtune import results_db
+from bwtune import console, exit_codes, results_db
 
 NAME = "runs"
 HELP = "List past runs: hosts, results, failures and the best config of each."
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,23 +32,26 @@ def run(args: argparse.Namespace) -> int:
             runs = []  # the default place, before any sweep: nothing yet, not an error
         else:
             print(f"bwtune runs: {err.args[0]}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return exit_codes.BAD_INPUT
     except (results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
         print(f"bwtune runs: results database {path}: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exit_codes.BAD_INPUT
     if args.json:
         json.dump(results_contract.versioned({"runs": runs}), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_table(runs))
-    return EXIT_OK
+        print_runs(runs)
+    return exit_codes.OK
 
 
-def render_table(runs: list[dict]) -> str:
+COLUMNS = ("RUN", "STARTED", "HOSTS", "RESULTS", "OK", "FAILED", "BEST", "OBJECTIVE", "")
+
+
+def print_runs(runs: list[dict]) -> None:
     if not runs:
-        return "no runs yet (bwtune sweep or bwtune import adds them)\n"
-    header = ("RUN", "STARTED", "HOSTS", "RESULTS", "OK", "FAILED", "BEST", "OBJECTIVE", "")
-    rows = [header]
+        print("no runs yet (bwtune sweep or bwtune import adds them)")
+        return
+    rows = []
     for r in runs:
         objective = r["objective"]
         best = r["best"]
@@ -57,11 +59,9 @@ def render_table(runs: list[dict]) -> str:
         value = f"{best['objective']:,.1f}" if best and best["objective"] is not None else "-"
         rows.append(
             (
-                r["run_id"], r["created_at"], str(r["hosts"]), str(r["results"]), str(r["ok"]),
-                str(r["failed"]), best_text, f"{value} {objective['metric']} ({objective['goal']})",
+                r["run_id"], r["created_at"], r["hosts"], r["results"], r["ok"],
+                r["failed"], best_text, f"{value} {objective['metric']} ({objective['goal']})",
                 "SIMULATED (bwtune stand-in)" if r["simulated"] else "",
             )
         )  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
-    return "".join(line + "\n" for line in lines)
+    console.print_table(COLUMNS, rows)

@@ -112,7 +112,8 @@ def test_runs_table_labels_simulated(home: Path, tmp_path: Path, capsys) -> None
     assert code == 0 and "no runs yet" in out
     _run(capsys, "import", str(write_jsonl(tmp_path / "r.jsonl", sample_results())))
     code, out, _ = _run(capsys, "runs")
-    header, row = out.splitlines()
+    header, rule, row = out.splitlines()  # bwtune.console's table: a rule under the header
+    assert set(rule) <= {"─", " "}
     assert header.split()[:3] == ["RUN", "STARTED", "HOSTS"]
     assert row.startswith("r20261130-demo") and row.endswith("SIMULATED (bwtune stand-in)")
 
