@@ -79,7 +79,8 @@ def _checked(value: str) -> str:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as err:
                 raise ExtraVarsError(f"-e {value}: cannot read {path}: {err}") from None
-            value = "@" + str(path.resolve())
+            path = path.resolve()
+            value = f"@{path}"
             if text.lstrip().startswith(VAULT_HEADER):
                 return value  # ansible-playbook decrypts it with the vault password it is given
             data = DataLoader().load(text, file_name=str(path))
