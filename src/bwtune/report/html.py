@@ -116,7 +116,7 @@ def _counts(counts: dict[str, int]) -> str:
 def _summary(data: ReportData) -> str:
     s = data.summary
     cards = [
-        _card(s["configs"], "configs"),
+        _card(s["results"], f"results ({s['configs']} configs)"),
         _card(s["launched"], "launched"),
         _card(s["ok"], "ok"),
         _card(sum(s["failed"].values()), "failed"),

@@ -31,7 +31,7 @@ def render_markdown(data: ReportData) -> str:
     out.append(f"- objective: {data.objective_text}")
     out.append(f"- plan: {data.plan_text}")
     out.append(
-        f"- configs: {s['configs']} ({s['results']} results on {len(s['hosts'])} hosts), "
+        f"- results: {s['results']} ({s['configs']} configs on {len(s['hosts'])} hosts), "
         f"launched {s['launched']}"
     )
     out.append(
