@@ -100,3 +100,19 @@ def test_screen_passes_only_when_not_statistically_worse(
 def test_unknown_strategy_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown strategy 'random'"):
         run_order("random", make_plan(), Scoreboard(Objective("single", "x")), AXES)
+
+
+def test_every_list_of_strategy_names_is_the_contracts() -> None:
+    """YAML and module docs cannot import the list: they must say the same names."""
+    from pathlib import Path
+
+    import yaml
+
+    from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import STRATEGIES
+    from ansible_collections.bwtune.sglang.plugins.modules import sweep as sweep_module
+
+    root = Path(__file__).resolve().parents[3]
+    specs = yaml.safe_load((root / "roles/sweep/meta/argument_specs.yml").read_text())
+    role = specs["argument_specs"]["main"]["options"]["sweep_strategy"]["choices"]
+    module = yaml.safe_load(sweep_module.DOCUMENTATION)["options"]["strategy"]["choices"]
+    assert tuple(role) == tuple(module) == STRATEGIES
