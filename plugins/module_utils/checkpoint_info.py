@@ -5,7 +5,9 @@
 
 Reads config.json, hf_quant_config.json, model.safetensors.index.json and the JSON header
 of each safetensors shard (never the tensor data), so a 200 GB checkpoint is checked in
-well under a second. Layout: docs/facts.md.
+well under a second. Layout: docs/facts.md. Where the checkpoint role fetched it, the
+source's manifest (checkpoint_fetch.MANIFEST) adds each file's size and sha256; a file is
+hashed only when it changed since it was last verified.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 import re
 import struct
 from typing import Any
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_fetch
 
 SCHEMA = 1
 INDEX = "model.safetensors.index.json"
@@ -244,6 +248,10 @@ def gather(path: str, check_shards: bool = True) -> dict:
                 f"{len(absent_tensors)} tensors of the index are not in their shard, e.g. {absent_tensors[0]}"
             )
 
+    source_check = check_source_manifest(path) if check_shards else None
+    if source_check:
+        problems.extend(source_check.pop("problems"))
+
     text = summarize_text(config or {})
     n_mtp = mtp_layers(config or {})
     mtp_tensors = sorted(t for t in weight_map if is_mtp_tensor(t, text["num_hidden_layers"]))
@@ -287,4 +295,22 @@ def gather(path: str, check_shards: bool = True) -> dict:
         "index_total_size": index_total,
         "implied_flags": implied,
         "speculative_algorithms": speculative,
+        "source": source_check,
+    }
+
+
+def check_source_manifest(path: str) -> dict | None:
+    """What the checkpoint's source promised (checkpoint_fetch.MANIFEST): every file present, its
+    size, and its sha256 where the source gives one (hashed only if changed since last verified)."""
+    manifest = checkpoint_fetch.read_manifest(path)
+    if manifest is None:
+        return None
+    verified = manifest.get("verified") or {}
+    problems, _, hashed = checkpoint_fetch.check_files(path, manifest["files"], verified)
+    return {
+        "source": manifest.get("source"),
+        "commit": manifest.get("commit"),
+        "files": len(manifest["files"]),
+        "hashed": hashed,
+        "problems": problems,
     }
