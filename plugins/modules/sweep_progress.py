@@ -14,12 +14,12 @@ description:
     file, and says whether the sweep has finished.
   - Meant for an C(until) loop after the sweep was started with C(async) and C(poll=0);
     each retry carries the progress, which C(bwtune sweep) turns into its live view.
-  - Reports this job's own end first (from the async job file): a sweep module that failed,
+  - Reports this job's own end first, from the async job file. A sweep module that failed,
     even at once (lock held, read-only folder, a leftover server that would not stop), is
     this run's failure, never an earlier run's success read from the progress file.
-  - Notices a sweep that died (its process is gone and it never finished, e.g. killed):
-    says so, returns the configs it finished (in C(result.results)), and stops the server
-    it left running, unless another sweep holds the results file.
+  - Notices a sweep that died (its process is gone and it never finished, for example
+    killed). It says so, returns the configs it finished (in C(result.results)), and stops
+    the server it left running, unless another sweep holds the results file.
   - With O(cancel=true), stops the sweep; the sweep stops its server before it exits.
 options:
   results_path:
