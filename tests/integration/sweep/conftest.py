@@ -87,11 +87,11 @@ class Node:
 
     def argv(self, matrix_file: Path, run_id: str, *extra: str, **extravars: Any) -> list[str]:
         variables = {
-            "bwtune_matrix_file": str(matrix_file),
-            "bwtune_sweep_results_dir": str(self.results_dir),
+            "sweep_matrix_file": str(matrix_file),
+            "sweep_results_dir": str(self.results_dir),
             "bwtune_run_id": run_id,
-            "bwtune_sweep_port": self.port,
-            "bwtune_sweep_poll_s": 1,
+            "sweep_port": self.port,
+            "sweep_poll_s": 1,
             **extravars,
         }
         return [

@@ -1,0 +1,72 @@
+# Copyright: (c) 2026, bwtune developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""A node's sweep outcome in a few lines (done, failed by class, best), and whether it measured anything."""
+
+from __future__ import annotations
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+
+
+def _counts(counts):
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join("%s %d" % (status, n) for status, n in ordered)
+
+
+def sweep_summary(outcome):
+    """{"lines": [...], "failed": "" or why the host fails: the sweep measured no config}."""
+    outcome = outcome or {}
+    results = [line for line in outcome.get("results") or [] if isinstance(line, dict)]
+    summary = outcome.get("summary") or {}
+    counts = contract.outcome_counts(results)
+    failed, unlaunched = counts["failed"], counts["not_launched"]
+    launched = counts["ok"] + sum(failed.values())
+    sim = " (simulated)" if summary.get("simulated") else ""
+    lines = [
+        "run %s: %d configs, %d launched, %d measured ok, %d failed, %d not launched%s"
+        % (
+            summary.get("run_id"),
+            len(results),
+            launched,
+            counts["ok"],
+            sum(failed.values()),
+            sum(unlaunched.values()),
+            sim,
+        )
+    ]
+    if failed:
+        lines.append("failed by class: %s" % _counts(failed))
+    if unlaunched:
+        lines.append("not launched: %s" % _counts(unlaunched))
+    best = outcome.get("best")
+    objective = summary.get("objective") or {}
+    if isinstance(best, dict):
+        value = contract.metric_value(best, objective)
+        shown = ""
+        if value is not None:
+            shown = ": %s %s %.1f (%s)" % (
+                objective.get("workload"),
+                objective.get("metric"),
+                value,
+                objective.get("goal"),
+            )
+        point = ", ".join("%s=%s" % kv for kv in sorted((best.get("point") or {}).items()))
+        lines.append("best: %s%s%s" % (best.get("config_id"), " [%s]" % point if point else "", shown))
+    if summary.get("results_path"):
+        lines.append("results: %s" % summary["results_path"])
+    why = ""
+    if counts["ok"] == 0 and not outcome.get("error"):
+        if failed:
+            why = "no config was measured: all %d launches failed (%s); the log tails are in %s" % (
+                launched,
+                _counts(failed),
+                summary.get("results_path") or "the results file",
+            )
+        else:
+            why = "no config was measured: none was launched (%s)" % (_counts(unlaunched) or "empty plan")
+    return {"lines": lines, "failed": why}
+
+
+class FilterModule:
+    def filters(self):
+        return {"sweep_summary": sweep_summary}
