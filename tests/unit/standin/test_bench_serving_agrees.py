@@ -44,6 +44,8 @@ def bench_python() -> Path:
     return BENCH_PY
 
 
+# oracle: needs real SGLang (its bench_serving) in build/bench-serving.
+@pytest.mark.oracle
 @pytest.mark.slow
 def test_bench_serving_output_throughput_matches_profile(bench_python, healthy, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
