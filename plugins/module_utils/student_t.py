@@ -67,7 +67,7 @@ def t_ppf(q: float, df: float) -> float:
     if df <= 0:
         raise ValueError(f"degrees of freedom must be > 0, got {df}")
     low, high = -1e3, 1e3
-    for _ in range(200):
+    for _step in range(200):
         mid = (low + high) / 2.0
         if t_cdf(mid, df) < q:
             low = mid
