@@ -74,7 +74,9 @@ def test_import_twice_changes_nothing(db: sqlite3.Connection, sample: list[dict]
     assert list(db.iterdump()) == dump_before
 
 
-def test_changed_line_replaces_the_old_measurement(db: sqlite3.Connection, sample: list[dict]) -> None:
+def test_changed_line_becomes_current_and_keeps_the_old_measurement(
+    db: sqlite3.Connection, sample: list[dict]
+) -> None:
     results_db.import_results(db, sample)
     before = _counts(db)
     rerun = json.loads(json.dumps(sample[0]))
@@ -84,6 +86,11 @@ def test_changed_line_replaces_the_old_measurement(db: sqlite3.Connection, sampl
     assert _counts(db) == before
     stored = {r["config_id"]: r for r in results_db.run_results(db, rerun["run_id"]) if r["host"] == "gpu-a"}
     assert stored[rerun["config_id"]]["metrics"]["chat-1k"]["values"]["output_throughput"] == 9999.0
+    [earlier] = results_db.superseded_results(db, rerun["run_id"])  # the old measurement is kept
+    assert (
+        earlier["attempt"] == 1
+        and {k: v for k, v in earlier.items() if k not in ("attempt", "superseded_at")} == sample[0]
+    )
 
 
 def test_two_hosts_merge_into_one_run(db: sqlite3.Connection, sample: list[dict]) -> None:
@@ -247,3 +254,40 @@ def test_list_runs(db: sqlite3.Connection) -> None:
     assert runs[0]["results"] == 15 and runs[0]["ok"] == 7 and runs[0]["failed"] == 6
     assert runs[0]["not_launched"] == 2
     assert runs[0]["best"]["id"].startswith("c")
+
+
+def test_a_version_1_database_with_results_migrates_and_keeps_them(
+    tmp_path: Path, sample: list[dict]
+) -> None:
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path)
+    for statement in results_db.MIGRATIONS[0]:
+        raw.execute(statement)
+    line = sample[0]
+    raw.execute(
+        "INSERT INTO runs (run_id, created_at, objective_json) VALUES (?, 'x', '{}')", (line["run_id"],)
+    )
+    raw.execute("INSERT INTO hosts (run_id, host) VALUES (?, ?)", (line["run_id"], line["host"]))
+    raw.execute(
+        "INSERT INTO configs VALUES (?, ?, ?, ?)",
+        (line["config_id"], json.dumps(line["flags"]), json.dumps(line["argv"]), json.dumps(line["point"])),
+    )
+    raw.execute(
+        "INSERT INTO results (run_id, host, config_id, status, simulated, timings_json, reasons_json, "
+        "line_sha256) VALUES (?, ?, ?, 'ok', 1, '{}', '[]', 'old')",
+        (line["run_id"], line["host"], line["config_id"]),
+    )
+    raw.execute("PRAGMA user_version = 1")
+    raw.commit()
+    raw.close()
+    conn = results_db.connect(path)
+    assert results_db.schema_version(conn) == results_db.SCHEMA_VERSION
+    [old] = results_db.run_results(conn, line["run_id"])
+    assert old["launch_command"] == [] and old["screened_out"] is False and old["release"] is None
+    summary = results_db.import_results(conn, [line])  # the same config, now with every field
+    assert [r.attempt for r in summary.replaced] == [2]
+    assert [r["config_id"] for r in results_db.superseded_results(conn, line["run_id"])] == [
+        line["config_id"]
+    ]
+    [new] = results_db.run_results(conn, line["run_id"])
+    assert new == line
