@@ -559,6 +559,12 @@ def import_results_file(
 
 def _stored_line(conn: sqlite3.Connection, key: tuple[str, str, str]) -> dict[str, Any]:
     """The stored line of one (run, host, config), as the node wrote it."""
+    row = conn.execute(
+        "SELECT line_json FROM results WHERE run_id = ? AND host = ? AND config_id = ?", key
+    ).fetchone()
+    if row is not None and row["line_json"] is not None:
+        return dict(json.loads(row["line_json"]))
+    # Imported before schema 2 kept whole lines: rebuild it from the columns.
     return next(line for line in run_results(conn, key[0]) if (line["host"], line["config_id"]) == key[1:])
 
 
