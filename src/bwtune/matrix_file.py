@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import matrix_source, matrix_yaml
+
 KeyPath = tuple[Any, ...]
 
 
@@ -38,36 +40,24 @@ class MatrixFile:
 def load(path: str | Path) -> MatrixFile:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise MatrixFileError(f"{path}: cannot read: {reason}") from None
+        # Found, and its relative model.path resolved, by the rule plain Ansible uses too.
+        found = Path(matrix_source.locate(str(path)))
+        # A regular file within the size limit, or refused before it is read (matrix_yaml).
+        text = matrix_yaml.read_text(str(found))
+    except (matrix_source.MatrixSourceError, matrix_yaml.MatrixTextError) as err:
+        raise MatrixFileError(str(err)) from None
     matrix = loads(text, path)
-    _resolve_model_path(matrix)
+    matrix.data = matrix_source.resolve_model_path(matrix.data, str(found))
     return matrix
-
-
-def _resolve_model_path(matrix: MatrixFile) -> None:
-    """A relative `model.path` is relative to the matrix file (as in docker-compose files)."""
-    model = matrix.data.get("model") if isinstance(matrix.data, dict) else None
-    if isinstance(model, dict) and isinstance(model.get("path"), str) and model["path"]:
-        model_path = Path(model["path"]).expanduser()
-        if not model_path.is_absolute():
-            model["path"] = str((matrix.path.parent / model_path).resolve())
 
 
 def loads(text: str, path: str | Path = "<matrix>") -> MatrixFile:
     path = Path(path)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = err.problem or err.context or "invalid YAML"
-        raise MatrixFileError(f"{where}: not valid YAML: {problem}") from None
-    except yaml.YAMLError as err:
-        raise MatrixFileError(f"{path}: not valid YAML: {err}") from None
+        # Duplicate keys, alias expansion and depth are checked before anything is built.
+        data, node = matrix_yaml.load_yaml(text, str(path))
+    except matrix_yaml.MatrixTextError as err:
+        raise MatrixFileError(str(err)) from None
     lines: dict[KeyPath, int] = {}
     if node is not None:
         _index(node, (), lines)
