@@ -96,6 +96,8 @@ class SweepState:
             progress.current = None
             if isinstance(result, dict):
                 self._apply_result(progress, result)
+                if result.get("error"):  # the why is printed once, at the end
+                    progress.failure = "failed: the sweep did not finish"
         after = self.line(progress)
         return after if after != before else None
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bwtune import run_settings, runner
-from bwtune.cli import build_parser
+from bwtune.cli import build_parser, main
 from bwtune.commands import demo, sweep
 
 REPO = Path(__file__).resolve().parents[3]
@@ -91,3 +91,35 @@ def test_a_demo_run_id_given_to_resume_a_sweep_run_is_refused() -> None:
     start(first)
     with pytest.raises(sweep.BadInput, match="not a demo run"):
         demo._resume(parse("demo", "--resume", first.run_id))
+
+
+def test_cancel_stops_the_run_where_its_settings_say_and_says_how_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["sweep", "-i", str(LOCAL), "-m", str(REPO / "examples" / "demo.yml")]
+    first = sweep.SweepRequest.from_args(parse(*argv, "--node-results-dir", str(tmp_path / "n")))
+    start(first)
+    calls = []
+
+    def run_playbook(
+        name: str, inventory: runner.Inventory, extravars: dict, **kwargs: object
+    ) -> runner.PlaybookRun:
+        calls.append((name, inventory.path, extravars))
+        done = runner.PlaybookRun(playbook=Path(name), private_data_dir=tmp_path, ident="x")
+        done.stats = {"ok": {"localhost": 1}}
+        done.rc = 0
+        return done
+
+    monkeypatch.setattr(runner, "run_playbook", run_playbook)
+    assert main(["cancel", first.run_id]) == 0
+    assert calls == [
+        (
+            "sweep_cancel.yml",
+            LOCAL.resolve(),
+            {"bwtune_run_id": first.run_id, "sweep_results_dir": str(tmp_path / "n")},
+        )
+    ]
+    assert capsys.readouterr().err == (
+        f"bwtune: cancelled run {first.run_id}; stopped on: localhost\n"
+        f"resume with: bwtune sweep --resume {first.run_id}\n"
+    )
