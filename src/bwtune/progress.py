@@ -58,6 +58,7 @@ class SweepState:
 
     hosts: dict[str, HostProgress] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    ctrl_c: str = "Ctrl-C cancels (the node stops its server)"  # what Ctrl-C does here
 
     @classmethod
     def for_hosts(cls, simulated: dict[str, bool]) -> SweepState:
@@ -148,7 +149,7 @@ class SweepState:
                 style="red" if progress.failure else None,
             )
         elapsed = format_duration(time.monotonic() - self.started)
-        table.caption = f"elapsed {elapsed}  ·  Ctrl-C cancels (the node stops its server)"
+        table.caption = f"elapsed {elapsed}  ·  {self.ctrl_c}"
         return table
 
 

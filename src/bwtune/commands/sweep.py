@@ -275,6 +275,8 @@ def _follow(request: SweepRequest, playbook: str, extravars: dict[str, Any], ver
     pdd = runner.private_data_dir(request.run_id)
     hosts = request.inventory.hosts
     state = SweepState.for_hosts({host: request.inventory.simulated(host) for host in hosts})
+    if playbook == ATTACH_PLAYBOOK:
+        state.ctrl_c = "Ctrl-C stops following (the nodes go on)"
     title = f"bwtune: {verb} run {request.run_id} on {len(hosts)} host(s)"
     # With -v ansible-playbook's own output goes to stderr too: lines, not a live table.
     live = False if request.verbosity else None
