@@ -1,5 +1,7 @@
 """One module per `bwtune` subcommand.
 
 Each module defines `NAME`, `HELP`, `add_arguments(parser)` and `run(args) -> int`
-(the exit code: 0 success, 1 a host failed, 2 bad input). `bwtune.cli` discovers them.
+(the exit code, one of `bwtune.exit_codes`). `bwtune.cli` discovers them; a module that
+sets `HIDDEN = True` runs but is left out of `bwtune --help`. Modules whose name starts
+with `_` share code between commands and have no `run`.
 """
