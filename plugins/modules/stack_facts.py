@@ -55,7 +55,7 @@ notes:
 EXAMPLES = r"""
 - name: Gather stack facts for the SGLang venv
   bwtune.sglang.stack_facts:
-    python: /opt/bwtune/stack/bin/python
+    python: /opt/bwtune/stacks/current/bin/python
     driver_version: "{{ bwtune_gpu.driver_version }}"
 
 - name: Refuse a kernel library without SM120 code on an SM120 node
