@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -67,12 +68,27 @@ def test_a_failed_task_names_the_host_and_task(bwtune_home: Path) -> None:
     assert outcome.artifact_data == {"mechanics": {"alpha": {}}}
 
 
-def test_limit_and_forks_are_honoured(bwtune_home: Path) -> None:
+def test_limit_forks_extra_vars_and_verbosity_are_honoured(
+    bwtune_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    literal = "a b $HOME 'q' ;"
     outcome = runner.run_playbook(
-        MECHANICS, INVENTORIES / "two_local.yml", {}, limit="beta", forks=1, quiet=True
+        MECHANICS,
+        INVENTORIES / "two_local.yml",
+        {},
+        limit="beta",
+        forks=1,
+        quiet=True,
+        verbosity=2,
+        extra_args=["-e", json.dumps({"mechanics_payload": {"x": literal}})],
     )
     assert outcome.rc == 0
     assert outcome.hosts == ["beta"]
+    # -e reaches ansible-playbook as one argument, taken literally.
+    assert outcome.results("debug")["beta"]["msg"] == {"x": literal}
+    # With -v, ansible-playbook's own output is shown, on stderr: stdout is for results.
+    out, err = capsys.readouterr()
+    assert out == "" and "TASK [Echo the extravars]" in err
 
 
 def _closed_port() -> int:
