@@ -100,9 +100,9 @@ def outcome_counts(lines: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
 # --------------------------------------------------------------------------- strategies
 
 # The names; the implementations are in strategies.py.
-STRATEGIES = ("grid", "coordinate", "screen")
+STRATEGIES = ("grid", "coordinate", "screen", "adaptive")
 DEFAULT_STRATEGY = "grid"
-# The name of the screening workload in a line's metrics (strategy "screen").
+# The name of the screening workload in a line's metrics (strategies "screen", "adaptive").
 SCREEN_WORKLOAD = "screen"
 
 

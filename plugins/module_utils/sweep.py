@@ -17,7 +17,7 @@ import signal
 import socket
 import time
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import (
     bench_client,
@@ -170,8 +170,6 @@ class Sweep:
         self.reference: Optional[List[Dict[str, Any]]] = None
         self.lines: List[Dict[str, Any]] = []
         self.launches = 0
-        self.best_screen: Optional[Tuple[float, float]] = None
-        self.best_screen_value: Optional[float] = None
 
     # -- one line per config -----------------------------------------------------------
 
@@ -430,7 +428,7 @@ class Sweep:
         metrics: Dict[str, Any] = {}
         clock = time.monotonic()
         workloads = self.workloads[config["id"]]
-        if options.strategy == "screen":
+        if options.strategy in strategies.SCREENING:
             workloads = [self.screen_workload(workloads), *workloads]
         for n, workload in enumerate(workloads, 1):
             progress.phase(config["id"], "workload", n, len(workloads))
@@ -462,30 +460,11 @@ class Sweep:
 
     def screen_workload(self, workloads: List[Dict[str, Any]]) -> Dict[str, Any]:
         """A short version of the objective's workload: same shape, fewer and shorter requests."""
-        base = next((w for w in workloads if w["name"] == self.objective.workload), workloads[0])
-        concurrency = int(base.get("concurrency") or 1)
-        return dict(
-            base,
-            name=SCREEN,
-            output_len=min(int(base["output_len"]), 128),
-            num_prompts=max(concurrency, 4),
-            repetitions=3,
-            warmup=1,
-        )
+        return strategies.screen_workload(workloads, self.objective.workload)
 
     def _screen_passes(self, screen_metrics: Dict[str, Any]) -> bool:
-        """Keep the best screening interval so far; full workloads only for those not worse."""
-        probe = {"status": "ok", "metrics": {SCREEN: screen_metrics}}
-        interval = self.objective.interval(probe, SCREEN)
-        if interval is None:
-            return False
-        passes = strategies.screen_passes(interval, self.best_screen, self.objective.goal)
-        value = self.objective.value(probe, SCREEN)
-        if value is not None and (
-            self.best_screen_value is None or self.objective.better(value, self.best_screen_value)
-        ):
-            self.best_screen, self.best_screen_value = interval, value
-        return passes
+        """Full workloads only for a screen not worse than the best recorded (resumed lines too)."""
+        return strategies.screen_gate(self.scores, screen_metrics)
 
     def _failed(
         self, config: Dict[str, Any], server: Any, failure_class: str, message: str

@@ -88,9 +88,12 @@ options:
     description:
       - V(grid) launches every valid config; V(coordinate) varies one axis at a time from a
         baseline and then combines the best of each; V(screen) runs a short workload first
-        and the full workloads only where the result is not statistically worse than the best.
+        and the full workloads only where the result is not statistically worse than the best;
+        V(adaptive) screens like V(screen) but launches one axis at a time from the baseline,
+        then only the configs a main-effects model of the measured results says can still win
+        by more than the noise (docs/benchmarks.md, "Search cost").
     type: str
-    choices: [grid, coordinate, screen]
+    choices: [grid, coordinate, screen, adaptive]
     default: grid
   force:
     description: Measure again configs the results file already has for this stack.

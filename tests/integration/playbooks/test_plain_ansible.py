@@ -185,7 +185,7 @@ def test_bad_role_variables_fail_validation_one_line_each_before_anything_runs(t
     failed = fatal(done.stdout)
     errors = failed["argument_errors"]
     assert len(errors) == 3, errors
-    assert "value of sweep_strategy must be one of: grid, coordinate, screen, got: gird" in errors
+    assert "value of sweep_strategy must be one of: grid, coordinate, screen, adaptive, got: gird" in errors
     assert any(e.startswith("argument 'sweep_port' is of type str") for e in errors), errors
     assert any(e.startswith("argument 'bwtune_simulated' is of type str") for e in errors), errors
     assert all("\n" not in e for e in errors)

@@ -1,0 +1,142 @@
+"""Performance landscapes for the search-cost benchmark: what each config of a plan would measure.
+
+A landscape gives every valid config of a plan its true objective value (single-request decode
+tok/s, `output_tok_s_per_request` of the `single` workload), the launch-to-launch noise, and
+the configs that fail late (after the weights are loaded). The mission landscape is the
+stand-in's default profile as it is; the randomized ones are drawn around it, seeded:
+
+- every landscape: each axis value's factor perturbed (lognormal, sigma 8%) and two axes
+  that interact (a factor per pair of their values, sigma 4%);
+- kind `interaction`: one pair of values of the two interacting axes is 8-20% faster
+  together than apart;
+- kind `corner`: the perturbations are redrawn so that the config with the last value of
+  every axis is the best, 2-8% ahead per axis;
+- kind `near-tie`: the second best is within half the noise of the best;
+- kind `high-noise`: launch-to-launch noise 5-8% instead of the profile's 2%;
+- kind `late-failures`: three configs fail after loading (CUDA graph capture, or a crash
+  in the middle of the first workload).
+
+Nothing here decides what to launch: benchmarks/search_cost.py drives the sweep's strategies.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from bwtune.standin.performance import ConfigPerformance
+from bwtune.standin.profile import Profile
+
+KINDS = ("interaction", "corner", "near-tie", "high-noise", "late-failures")
+MAIN_SIGMA = 0.08
+PAIR_SIGMA = 0.04
+
+
+@dataclass
+class Landscape:
+    name: str
+    kind: str
+    cv: float  # launch-to-launch spread of a measurement (one standard deviation, relative)
+    value: dict[str, float]  # config id -> true objective value (tok/s per request, single)
+    batch_ratio: dict[str, dict[int, float]]  # config id -> batch size -> per-request speed / single
+    fails: dict[str, str] = field(default_factory=dict)  # config id -> "capture" | "workload"
+
+    def best(self) -> str:
+        """The true best config among those that do not fail (ties: the first id)."""
+        ok = sorted(c for c in self.value if c not in self.fails)
+        return max(ok, key=lambda c: self.value[c])
+
+    def regret(self, chosen: str | None) -> float:
+        """How much slower the chosen config truly is than the best (1.0: nothing chosen)."""
+        if chosen is None or chosen in self.fails:
+            return 1.0
+        return 1.0 - self.value[chosen] / self.value[self.best()]
+
+
+def _valid(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    valid = {launch["config"] for launch in plan["launches"]}
+    return [c for c in plan["configs"] if c["id"] in valid]
+
+
+def _profile_values(
+    profile: Profile, plan: dict[str, Any]
+) -> tuple[dict[str, float], dict[str, dict[int, float]]]:
+    values: dict[str, float] = {}
+    ratios: dict[str, dict[int, float]] = {}
+    batches = sorted({1, *(int(w.get("concurrency") or 1) for w in plan["launches"][0]["workloads"])})
+    for config in _valid(plan):
+        perf = ConfigPerformance.for_flags(profile, config["flags"])
+        single = perf.decode_tok_s_per_request(1)
+        values[config["id"]] = single
+        ratios[config["id"]] = {b: perf.decode_tok_s_per_request(b) / single for b in batches}
+    return values, ratios
+
+
+def mission(profile: Profile, plan: dict[str, Any]) -> Landscape:
+    """The profile's own landscape: no perturbation, the profile's noise, no late failures."""
+    values, ratios = _profile_values(profile, plan)
+    return Landscape("mission", "profile", profile.cv, values, ratios)
+
+
+def randomized(profile: Profile, plan: dict[str, Any], axes: dict[str, list[Any]], seed: int) -> Landscape:
+    rng = random.Random(seed)
+    kind = KINDS[seed % len(KINDS)]
+    base, ratios = _profile_values(profile, plan)
+    configs = _valid(plan)
+    names = list(axes)
+    main = {(a, repr(v)): math.exp(rng.gauss(0.0, MAIN_SIGMA)) for a in names for v in axes[a]}
+    first, second = rng.sample(names, 2)
+    pair = {
+        (repr(x), repr(y)): math.exp(rng.gauss(0.0, PAIR_SIGMA)) for x in axes[first] for y in axes[second]
+    }
+    if kind == "interaction":
+        cell = rng.choice(sorted(pair))
+        pair[cell] *= 1.0 + rng.uniform(0.08, 0.20)
+    if kind == "corner":
+        corner = max(configs, key=lambda c: sum(axes[a].index(c["point"][a]) for a in names))
+        _make_corner_best(rng, base, configs, axes, main, corner)
+
+    def value(config: dict[str, Any]) -> float:
+        point = config["point"]
+        factor = math.prod(main[(a, repr(point[a]))] for a in names)
+        return base[config["id"]] * factor * pair[(repr(point[first]), repr(point[second]))]
+
+    values = {c["id"]: value(c) for c in configs}
+    cv = profile.cv
+    if kind == "high-noise":
+        cv = rng.uniform(0.05, 0.08)
+    fails: dict[str, str] = {}
+    if kind == "late-failures":
+        for n, config_id in enumerate(rng.sample(sorted(values), 3)):
+            fails[config_id] = ("capture", "workload")[n % 2]
+    landscape = Landscape(f"seed{seed}", kind, cv, values, ratios, fails)
+    if kind == "near-tie":
+        ranked = sorted((c for c in values if c not in fails), key=lambda c: -values[c])
+        values[ranked[1]] = values[ranked[0]] * (1.0 - rng.uniform(0.0, 0.5) * cv)
+    return landscape
+
+
+def _make_corner_best(
+    rng: random.Random,
+    base: dict[str, float],
+    configs: list[dict[str, Any]],
+    axes: dict[str, list[Any]],
+    main: dict[tuple[str, str], float],
+    corner: dict[str, Any],
+) -> None:
+    """Redraw the corner's value on each axis so that, everything else equal, it beats the
+    best other value of that axis by 2-8% (measured on the profile's own speeds)."""
+    by_point = {tuple(sorted((a, repr(v)) for a, v in c["point"].items())): c["id"] for c in configs}
+    for axis, values in axes.items():
+        speeds: dict[str, float] = {}
+        for v in values:
+            key = tuple(sorted((a, repr(v if a == axis else corner["point"][a])) for a in axes))
+            if key in by_point:
+                speeds[repr(v)] = base[by_point[key]] * main[(axis, repr(v))]
+        mine = repr(corner["point"][axis])
+        others = [s for v, s in speeds.items() if v != mine]
+        if mine in speeds and others:
+            target = max(others) * (1.0 + rng.uniform(0.02, 0.08))
+            main[(axis, mine)] *= target / speeds[mine]

@@ -1,0 +1,346 @@
+"""What each sweep strategy costs in GPU-hours and whether it finds the best config.
+
+    .venv/bin/python benchmarks/search_cost.py [--landscapes 50] [--first-seed 0] [--json]
+
+The mission's matrix (examples/qwen35-397b-nvfp4-sm120.yml) is planned by the real planner
+for sm120; each strategy then runs on the mission landscape (the stand-in's default profile)
+and on seeded randomized landscapes drawn around it (benchmarks/landscapes.py), against a
+simulated clock: no process starts and nothing waits. Decisions come from the node's own
+code (plugins/module_utils/strategies.py: run_order, one_axis_at_a_time, screen_workload,
+screen_gate); only the measurement is replaced, by `SimulatedNode.launch`, which builds the
+results line the sweep would record and charges the clock:
+
+- start-up: the profile's weight_load_s + graph_capture_s (a config that fails in CUDA
+  graph capture pays both and stops there);
+- the correctness gate: its prompts, one at a time, at the config's single-request speed;
+- each workload (screening first for screen/adaptive): warmup, then repetitions of
+  ceil(num_prompts / concurrency) rounds of prefill + output_len decode steps at the
+  config's per-request speed at that concurrency (the profile's decode curve); a config
+  that crashes mid-workload pays half of its first workload;
+- stopping the server: STOP_S.
+Measurements carry the landscape's launch-to-launch noise (one factor per launch, shared by
+its workloads) and 0.5% repetition noise. GPU-hours = seconds x the profile's GPU count.
+
+"found": the chosen config (the best by the objective among fully measured lines, as the
+report ranks them) is truly within the landscape's noise (one cv) of the best; "regret":
+how much slower it truly is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import landscapes
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import (
+    planner,
+    results_contract,
+    strategies,
+)
+from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import PROMPTS
+from bwtune.standin.profile import Profile, load_profile
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "qwen35-397b-nvfp4-sm120.yml"
+STOP_S = 10.0  # assumption: SIGTERM, the server exits and the GPUs report their memory free
+# --caches warm (assumptions; the stand-in itself starts cold every time):
+# the ~250 GB checkpoint stays in the page cache of a host with more RAM than that, so every
+# launch after the first reads its weights at this fraction of weight_load_s; and with one
+# JIT/autotune cache directory in the env of every launch (FlashInfer, Triton, DeepGEMM), a
+# launch whose every axis value was built by an earlier launch spends this fraction of
+# graph_capture_s (capture only, no compile/autotune).
+PAGE_CACHE_FACTOR = 0.25
+JIT_CACHE_FACTOR = 1.0 / 3.0
+REPETITION_CV = 0.005  # spread between repetitions inside one launch
+# Side by side: the sweep's strategies, plus auto_benchmark's first tier (one axis at a time).
+STRATEGIES = ("grid", "one-axis", "coordinate", "screen", "adaptive")
+
+
+@dataclass
+class Outcome:
+    strategy: str
+    landscape: str
+    kind: str
+    seconds: float
+    gpu_hours: float
+    launches: int
+    full: int  # launches that ran the full workloads
+    chosen: str | None
+    regret: float
+    found: bool
+
+
+class SimulatedNode:
+    """One host: launches a config on a landscape, returns its results line, keeps the clock."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        plan: dict[str, Any],
+        landscape: landscapes.Landscape,
+        seed: int,
+        warm_caches: bool = False,
+    ):
+        self.profile = profile
+        self.warm_caches = warm_caches
+        self.points = {c["id"]: c["point"] for c in plan["configs"]}
+        self.built: set[tuple[str, str]] = set()  # (axis, value) whose kernels a launch compiled
+        self.plan = plan
+        self.landscape = landscape
+        self.workloads = {launch["config"]: launch["workloads"] for launch in plan["launches"]}
+        self.rng = random.Random(seed)
+        self.seconds = 0.0
+        self.launches = 0
+        self.full = 0
+
+    def _speed(self, config_id: str, concurrency: int) -> float:
+        ratios = self.landscape.batch_ratio[config_id]
+        batch = min(ratios, key=lambda b: abs(b - concurrency))
+        return self.landscape.value[config_id] * ratios[batch]
+
+    def _prefill_s(self, tokens: int) -> float:
+        return self.profile.prefill_overhead_ms / 1000.0 + tokens / self.profile.prefill_tokens_per_s
+
+    def workload_s(self, config_id: str, workload: dict[str, Any]) -> float:
+        concurrency = int(workload.get("concurrency") or workload["num_prompts"])
+        speed = self._speed(config_id, concurrency)
+        warmup = self._prefill_s(workload["input_len"]) + min(workload["output_len"], 16) / speed
+        rounds = math.ceil(workload["num_prompts"] / concurrency)
+        one = rounds * (self._prefill_s(workload["input_len"] * concurrency) + workload["output_len"] / speed)
+        return warmup * bool(workload.get("warmup", 1)) + one * int(workload.get("repetitions", 1))
+
+    def _block(self, value: float, factor: float, repetitions: int, metric: str) -> dict[str, Any]:
+        samples = [value * factor * self.rng.gauss(1.0, REPETITION_CV) for _ in range(repetitions)]
+        mean, ci, _cv = results_contract.mean_ci95(samples)
+        block: dict[str, Any] = {"n": repetitions, "values": {metric: mean}}
+        if ci is not None:
+            block["ci95"] = {metric: list(ci)}
+        return block
+
+    def startup_s(self, config_id: str) -> float:
+        """Weights and CUDA graphs (with compile/autotune), cold or from the caches."""
+        if not self.warm_caches:
+            return self.profile.weight_load_s + self.profile.graph_capture_s
+        kernels = {(axis, repr(value)) for axis, value in self.points[config_id].items()}
+        weights = self.profile.weight_load_s * (PAGE_CACHE_FACTOR if self.launches > 1 else 1.0)
+        capture = self.profile.graph_capture_s * (JIT_CACHE_FACTOR if kernels <= self.built else 1.0)
+        self.built |= kernels
+        return weights + capture
+
+    def launch(self, config_id: str, scores: strategies.Scoreboard, screening: bool) -> dict[str, Any]:
+        self.launches += 1
+        fail = self.landscape.fails.get(config_id)
+        objective = scores.objective
+        metrics: dict[str, Any] = {}
+        line: dict[str, Any] = {"config_id": config_id, "host": "sim", "status": "ok", "metrics": metrics}
+        line["screened_out"] = False
+        self.seconds += STOP_S + self.startup_s(config_id)
+        if fail == "capture":
+            return dict(line, status=results_contract.UNSUPPORTED_HARDWARE)
+        speed = self.landscape.value[config_id]
+        self.seconds += sum(self._prefill_s(64) + p.max_new_tokens / speed for p in PROMPTS)
+        factor = self.rng.gauss(1.0, self.landscape.cv)
+        workloads = list(self.workloads[config_id])
+        if screening:
+            workloads.insert(0, strategies.screen_workload(workloads, objective.workload))
+        for workload in workloads:
+            duration = self.workload_s(config_id, workload)
+            if fail == "workload" and workload["name"] != results_contract.SCREEN_WORKLOAD:
+                self.seconds += duration / 2
+                return dict(line, status=results_contract.CRASHED, metrics={})
+            self.seconds += duration
+            concurrency = int(workload.get("concurrency") or workload["num_prompts"])
+            value = self._speed(config_id, concurrency)
+            metrics[workload["name"]] = self._block(
+                value, factor, int(workload.get("repetitions", 1)), objective.metric
+            )
+            if workload["name"] == results_contract.SCREEN_WORKLOAD and not strategies.screen_gate(
+                scores, metrics[results_contract.SCREEN_WORKLOAD]
+            ):
+                return dict(line, screened_out=True)
+        self.full += 1
+        return line
+
+
+def order(
+    name: str, plan: dict[str, Any], scores: strategies.Scoreboard, matrix: dict[str, Any]
+) -> Iterator[str]:
+    axes, baseline = matrix.get("axes") or {}, matrix.get("baseline")
+    if name == "one-axis":
+        return strategies.one_axis_at_a_time(plan, scores, axes, baseline)
+    return strategies.run_order(name, plan, scores, axes, baseline)
+
+
+def run_one(
+    name: str,
+    profile: Profile,
+    plan: dict[str, Any],
+    matrix: dict[str, Any],
+    landscape: landscapes.Landscape,
+    seed: int,
+    warm_caches: bool = False,
+) -> Outcome:
+    scores = strategies.Scoreboard(strategies.Objective.from_matrix({**matrix, **plan}))
+    node = SimulatedNode(profile, plan, landscape, seed, warm_caches)
+    screening = name in strategies.SCREENING
+    for config_id in order(name, plan, scores, matrix):
+        scores.record(node.launch(config_id, scores, screening))
+    chosen = scores.best()
+    regret = landscape.regret(chosen)
+    return Outcome(
+        strategy=name,
+        landscape=landscape.name,
+        kind=landscape.kind,
+        seconds=node.seconds,
+        gpu_hours=node.seconds * profile.gpu.count / 3600.0,
+        launches=node.launches,
+        full=node.full,
+        chosen=chosen,
+        regret=regret,
+        found=regret <= landscape.cv,
+    )
+
+
+def mission_plan() -> tuple[dict[str, Any], dict[str, Any]]:
+    matrix = yaml.safe_load(EXAMPLE.read_text())
+    return matrix, planner.plan(matrix, gpu="sm120").to_dict()
+
+
+def unpruned_grid(grid: Outcome, profile: Profile, pruned: int, warm_caches: bool) -> Outcome:
+    """The grid as tools without bwtune's rules run it: the pruned configs are launched too,
+    load their weights and fail in CUDA graph capture (the stand-in's faults for them)."""
+    weights = profile.weight_load_s * (PAGE_CACHE_FACTOR if warm_caches else 1.0)
+    seconds = grid.seconds + pruned * (STOP_S + weights + profile.graph_capture_s)
+    return Outcome(
+        **dict(
+            grid.__dict__,
+            strategy=UNPRUNED,
+            seconds=seconds,
+            gpu_hours=seconds * profile.gpu.count / 3600.0,
+            launches=grid.launches + pruned,
+        )
+    )
+
+
+UNPRUNED = "grid, unpruned"
+
+
+def run(
+    count: int,
+    first_seed: int,
+    strategies_run: tuple[str, ...] = STRATEGIES,
+    warm_caches: bool = False,
+) -> dict[str, Any]:
+    profile = load_profile()
+    matrix, plan = mission_plan()
+    axes = matrix["axes"]
+    worlds = [landscapes.mission(profile, plan)]
+    worlds += [
+        landscapes.randomized(profile, plan, axes, seed) for seed in range(first_seed, first_seed + count)
+    ]
+    summary = plan["summary"]
+    outcomes = []
+    for n, world in enumerate(worlds):
+        for name in strategies_run:
+            outcome = run_one(name, profile, plan, matrix, world, 1000 + n, warm_caches)
+            if name == "grid":
+                outcomes.append(unpruned_grid(outcome, profile, summary["pruned"], warm_caches))
+            outcomes.append(outcome)
+    return {
+        "plan": {
+            "combinations": summary["combinations"],
+            "excluded": summary["excluded"],
+            "pruned": summary["pruned"],
+            "duplicates": summary["duplicates"],
+            "launches": summary["launches"],
+        },
+        "profile": profile.name,
+        "caches": "warm" if warm_caches else "cold",
+        "outcomes": [o.__dict__ for o in outcomes],
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    outcomes = result["outcomes"]
+    grid = {o["landscape"]: o["gpu_hours"] for o in outcomes if o["strategy"] == "grid"}
+    rows = [
+        "| strategy | mission: GPU-h / launches / found / regret | landscapes | GPU-h mean | % of grid "
+        "| launches mean (full) | true best found | regret mean | regret max |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    names = list(dict.fromkeys(o["strategy"] for o in outcomes))
+    for name in names:
+        mine = [o for o in outcomes if o["strategy"] == name]
+        mission = next(o for o in mine if o["landscape"] == "mission")
+        rand = [o for o in mine if o["landscape"] != "mission"]
+        share = statistics.fmean(o["gpu_hours"] / grid[o["landscape"]] for o in rand)
+        rows.append(
+            f"| {name} | {mission['gpu_hours']:.1f} / {mission['launches']} / "
+            f"{'yes' if mission['found'] else 'no'} / {100 * mission['regret']:.1f}% | {len(rand)} "
+            f"| {statistics.fmean(o['gpu_hours'] for o in rand):.1f} | {100 * share:.0f}% "
+            f"| {statistics.fmean(o['launches'] for o in rand):.1f} "
+            f"({statistics.fmean(o['full'] for o in rand):.1f}) "
+            f"| {sum(o['found'] for o in rand)}/{len(rand)} "
+            f"| {100 * statistics.fmean(o['regret'] for o in rand):.2f}% "
+            f"| {100 * max(o['regret'] for o in rand):.1f}% |"
+        )
+    return "\n".join(rows)
+
+
+def by_kind(result: dict[str, Any], name: str) -> str:
+    rows = ["| kind | landscapes | found | regret mean | launches mean |", "|---|---|---|---|---|"]
+    mine = [o for o in result["outcomes"] if o["strategy"] == name and o["landscape"] != "mission"]
+    for kind in landscapes.KINDS:
+        of_kind = [o for o in mine if o["kind"] == kind]
+        if of_kind:
+            rows.append(
+                f"| {kind} | {len(of_kind)} | {sum(o['found'] for o in of_kind)} "
+                f"| {100 * statistics.fmean(o['regret'] for o in of_kind):.2f}% "
+                f"| {statistics.fmean(o['launches'] for o in of_kind):.1f} |"
+            )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--landscapes", type=int, default=50, help="randomized landscapes (default 50)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seed of the first landscape")
+    parser.add_argument("--json", action="store_true", help="every outcome as JSON")
+    parser.add_argument(
+        "--caches", choices=("cold", "warm"), default="cold", help="start-up model (see PAGE_CACHE_FACTOR)"
+    )
+    args = parser.parse_args(argv)
+    if args.landscapes < 1:
+        parser.error("--landscapes must be at least 1")
+    result = run(args.landscapes, args.first_seed, warm_caches=args.caches == "warm")
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    p = result["plan"]
+    print(
+        f"plan: {p['combinations']} combinations, {p['excluded']} excluded, {p['pruned']} pruned, "
+        f"{p['duplicates']} duplicates -> {p['launches']} launches "
+        f"(profile {result['profile']}, {result['caches']} caches)"
+    )
+    print(table(result))
+    print()
+    print("adaptive by landscape kind:")
+    print(by_kind(result, "adaptive"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
