@@ -74,17 +74,6 @@ def test_simulated_node_gets_the_standins_gpus_and_auto_resolves_to_sm120(tmp_pa
     assert plan["invocation"]["module_args"]["python"] == sys.executable
 
 
-def test_the_stack_python_defaults_to_the_current_stack(tmp_path: Path) -> None:
-    done = check_mode_plan(
-        tmp_path, demo_matrix(), {"bwtune_simulated": True, "bwtune_stack_root": "/srv/stacks"}
-    )
-    assert done.rc == 0, done.tasks
-    assert (
-        done.tasks["Plan the sweep"]["invocation"]["module_args"]["python"]
-        == "/srv/stacks/current/bin/python"
-    )
-
-
 def test_facts_and_sweep_see_the_same_gpus_on_the_local_inventory(tmp_path: Path) -> None:
     """`bwtune facts -i inventory/local.yml` and a sweep on it: one nvidia-smi, one stack Python."""
     env = {**os.environ, "BWTUNE_HOME": str(tmp_path / "home")}

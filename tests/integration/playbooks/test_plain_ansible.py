@@ -52,7 +52,7 @@ def node_env(tmp_path: Path, profile: Path) -> dict[str, str]:
         HOME=str(tmp_path / "home"),
         PATH=str(ANSIBLE_BIN) + os.pathsep + env.get("PATH", ""),
         BWTUNE_STANDIN_PROFILE=str(profile),
-        BWTUNE_STANDIN_STARTUP_SCALE="0.005",
+        BWTUNE_STANDIN_STARTUP_SCALE="0.001",
         BWTUNE_STANDIN_STATE_DIR=str(tmp_path / "standin-state"),
         ANSIBLE_HOME=str(ansible / "home"),
         ANSIBLE_LOCAL_TEMP=str(ansible / "local-tmp"),
