@@ -687,8 +687,11 @@ class BenchClient:
         results = await self._drive(w, reqs, f"{w.seed}/{w.name}/{rep}")
         return results, time.perf_counter() - t0
 
-    async def run(self, w: Workload) -> dict[str, Any]:
-        """Warm up, run every repetition, return the results file's per-workload metrics."""
+    async def run(self, w: Workload, output_samples: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Warm up, run every repetition, return the results file's per-workload metrics.
+
+        `output_samples`, when given, receives a sample of each repetition's own requests
+        (sample_outputs): what the correctness gate checks under load."""
         if w.warmup:
             warm = self._prepare(w, -1, w.warmup, min(w.output_len, 16))
             wl = Workload(name=w.name, input_len=w.input_len, output_len=w.output_len, num_prompts=w.warmup,
@@ -699,6 +702,8 @@ class BenchClient:
             before = await self.server_accept_length()
             tokens_before = self.tokens_generated
             results, duration = await self.run_repetition(w, rep)
+            if output_samples is not None:
+                output_samples.extend(sample_outputs(w, rep, results))
             m = run_metrics(results, duration, w.slo)
             if m["accept_length"] is None:
                 after = await self.server_accept_length()
@@ -716,13 +721,56 @@ class BenchClient:
         self.http.close()
 
 
-def run_workload(host: str, port: int, workload: Workload, *, api_key: str | None = None) -> dict[str, Any]:
+# Requests per repetition whose outputs the gate checks under load: spread over the run, so
+# the sample holds requests served in the fullest batches as well as the first and last.
+SAMPLES_PER_REPETITION = 8
+TEXT_SAMPLE_CHARS = 256
+
+
+def sample_outputs(w: Workload, rep: int, results: list[RequestResult]) -> list[dict[str, Any]]:
+    """Up to SAMPLES_PER_REPETITION of a repetition's requests, evenly spaced by request index
+    (the same indices, hence the same prompts, for every config): {workload, rep, index,
+    greedy, ok, text (None where the API does not return it), output_len, error}."""
+    n = len(results)
+    if n == 0:
+        return []
+    # A streamed /v1/completions answer ends with a chunk that holds only its last piece.
+    full_text = w.api == "generate" or not w.stream
+    k = min(n, SAMPLES_PER_REPETITION)
+    picked = sorted({round(i * (n - 1) / max(1, k - 1)) for i in range(k)})
+    out = []
+    for i in picked:
+        r = results[i]
+        text = r.text[:TEXT_SAMPLE_CHARS] if r.text is not None and full_text else None
+        out.append(
+            {
+                "workload": w.name,
+                "rep": rep,
+                "index": i,
+                "greedy": True,  # the client sends temperature 0 (generate_request, completions_request)
+                "ok": r.ok,
+                "text": text,
+                "output_len": r.output_len,
+                "error": r.error,
+            }
+        )
+    return out
+
+
+def run_workload(
+    host: str,
+    port: int,
+    workload: Workload,
+    *,
+    api_key: str | None = None,
+    output_samples: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Synchronous convenience: run one workload against a server with a fresh client."""
 
     async def main() -> dict[str, Any]:
         client = BenchClient(host, port, api_key=api_key)
         try:
-            return await client.run(workload)
+            return await client.run(workload, output_samples)
         finally:
             client.close()
 

@@ -170,3 +170,86 @@ def run_gate(
             client.close()
 
     return asyncio.run(main())
+
+
+# ---------------------------------------------------------------- the gate under load
+# Kernels that break only in large or mixed batches pass a gate of one-at-a-time prompts
+# (FlashInfer's cutlass FP4 GEMM gave NaN on SM120 only under heterogeneous batches, sglang
+# PR 20047; the trtllm MoE runner answered HTTP 200 with corrupted text, sglang issue 26324).
+# So the sweep also checks a sample of each workload's own requests (bench_client.
+# sample_outputs): concurrent, at the workload's lengths, greedy.
+
+# A share of garbage samples at or above this fails the config: a real model may loop on one
+# random-token prompt, a broken kernel garbles a good part of a batch.
+MAX_GARBAGE_SHARE = 0.25
+# Greedy outputs of the same prompt on two correct configs agree at the start; batch-dependent
+# numerics may make them drift later, so only the first characters are compared, and a config
+# fails when most of its compared samples are far from the reference's.
+MAX_DISAGREEING_SHARE = 0.5
+
+
+def sample_problem(sample: Dict[str, Any], reference_text: Optional[str]) -> Optional[str]:
+    """Why one sampled request's output is garbage (or far from the reference), or None."""
+    error = str(sample.get("error") or "")
+    if not sample.get("ok"):
+        return f"sampling error (NaN/inf logits): {error[:160]}" if _NAN_ERROR.search(error) else None
+    text = sample.get("text")
+    if text is None:  # the API did not return the text: nothing to judge
+        return None
+    if _NAN_ERROR.search(text):
+        return f"sampling error text in the output: {text.strip()[:80]!r}"
+    if int(sample.get("output_len") or 0) > 0 and not _THINK.sub("", text).strip():
+        return "empty output"
+    unit = repeated_unit(_THINK.sub("", text))
+    if unit is not None and (reference_text is None or repeated_unit(reference_text) != unit):
+        return f"one token repeated: {unit!r} x {len(text.strip()) // max(len(unit), 1)}"
+    return None
+
+
+@dataclass
+class OutputAudit:
+    """The gate under load, across a sweep: checks each workload's sampled outputs for
+    garbage and NaN, and greedy outputs for agreement with the reference config (the first
+    config whose samples of that request passed)."""
+
+    min_similarity: float = MIN_REFERENCE_SIMILARITY
+    reference: Dict[tuple, str] = field(default_factory=dict)  # (workload, rep, index) -> text
+
+    def check(self, samples: Sequence[Dict[str, Any]]) -> Optional[str]:
+        """A wrong-output message for these samples (one workload of one config), or None.
+        A config that passes adds its outputs to the reference for requests without one."""
+        if not samples:
+            return None
+        key = lambda s: (s.get("workload"), s.get("rep"), s.get("index"))  # noqa: E731
+        nan: List[str] = []
+        garbage: List[str] = []
+        far: List[str] = []
+        compared = 0
+        for s in samples:
+            ref = self.reference.get(key(s))
+            problem = sample_problem(s, ref)
+            where = f"request {s.get('index')} of {s.get('workload')} (repetition {s.get('rep')})"
+            if problem is not None:
+                (nan if problem.startswith("sampling error") else garbage).append(f"{where}: {problem}")
+                continue
+            text = s.get("text")
+            if s.get("greedy") and ref is not None and text is not None:
+                compared += 1
+                sim = similarity(text, ref)
+                if sim < self.min_similarity:
+                    pair = f"{text.strip()[:40]!r} vs {ref.strip()[:40]!r}"
+                    far.append(f"{where}: similarity {sim:.2f} to the reference: {pair}")
+        n = len(samples)
+        if nan:
+            return f"wrong output under load: {len(nan)}/{n} sampled requests failed with NaN/inf: {nan[0]}"
+        if garbage and len(garbage) >= max(1, MAX_GARBAGE_SHARE * n):
+            return f"wrong output under load: {len(garbage)}/{n} sampled requests are garbage: {garbage[0]}"
+        if compared and len(far) > MAX_DISAGREEING_SHARE * compared:
+            return (
+                f"wrong output under load: {len(far)}/{compared} greedy outputs disagree with the "
+                f"reference config: {far[0]}"
+            )
+        for s in samples:
+            if s.get("ok") and s.get("text") is not None:
+                self.reference.setdefault(key(s), str(s["text"]))
+        return None

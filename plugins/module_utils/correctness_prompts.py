@@ -2,10 +2,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The canonical prompts of the correctness gate, with the greedy answers they must get.
 
-One list serves both sides: the sweep's correctness gate sends these prompts to a freshly
-launched server and checks the answers; the SGLang stand-in (src/bwtune/standin) answers
-exactly these prompts correctly, so a config whose output is garbage is caught the same way
-on a real GPU and in tests. Every answer is one a working model gets right at temperature 0.
+The sweep's correctness gate sends these prompts to a freshly launched server and checks the
+answers. Every answer is one a working model gets right at temperature 0. The SGLang
+stand-in (src/bwtune/standin) does not know these prompts: it answers from a small general
+knowledge (arithmetic, counting, capitals, chemical symbols), so the gate is tested against
+a server that could fail it.
 """
 
 from __future__ import annotations

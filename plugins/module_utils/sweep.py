@@ -168,6 +168,8 @@ class Sweep:
         self.scores = strategies.Scoreboard(self.objective)
         self.results = results_file.ResultsFile(options.results_path)
         self.reference: Optional[List[Dict[str, Any]]] = None
+        # The gate under load: the workloads' own sampled outputs (correctness.OutputAudit).
+        self.output_audit = correctness.OutputAudit()
         self.lines: List[Dict[str, Any]] = []
         self.launches = 0
 
@@ -432,9 +434,14 @@ class Sweep:
             workloads = [self.screen_workload(workloads), *workloads]
         for n, workload in enumerate(workloads, 1):
             progress.phase(config["id"], "workload", n, len(workloads))
+            samples: List[Dict[str, Any]] = []
             try:
                 metrics[workload["name"]] = bench_client.run_workload(
-                    options.host, port, bench_client.Workload.from_dict(workload), api_key=options.api_key
+                    options.host,
+                    port,
+                    bench_client.Workload.from_dict(workload),
+                    api_key=options.api_key,
+                    output_samples=samples,
                 )
             except Exception as exc:  # a server that dies mid-benchmark is the config's failure
                 if _exit_code(server, DEATH_GRACE_S) is not None:
@@ -450,6 +457,9 @@ class Sweep:
                 return self._failed(
                     config, server, "crashed", "server exited during workload %s" % workload["name"]
                 )
+            wrong = self.output_audit.check(samples)
+            if wrong is not None:
+                return self._failed(config, server, "wrong-output", wrong)
             if workload["name"] == SCREEN and not self._screen_passes(metrics[SCREEN]):
                 timings["bench_s"] = round(time.monotonic() - clock, 3)
                 return self._line(config, "ok", metrics=metrics, screened_out=True)

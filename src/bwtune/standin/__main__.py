@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from bwtune.standin import faults
+from bwtune.standin import faults, verdicts
 from bwtune.standin.app import SIMULATED_NOTE, App, ServerState, crash_now
 from bwtune.standin.args import ParsedArgs, flag_table, parse
 from bwtune.standin.checkpoint import CheckpointError, read_checkpoint
@@ -98,19 +98,17 @@ def gpu_indices(args: ParsedArgs, count: int) -> list[int]:
     return chosen
 
 
-def evaluate_rules(
-    args: ParsedArgs, gpu: str, version: str, checkpoint: Any
-) -> tuple[dict[str, Any], list[Any]]:
-    """The planner's rules on the explicit flags: (normalized flags, reasons)."""
-    from ansible_collections.bwtune.sglang.plugins.module_utils import rules
-
-    model = rules.ModelInfo(architecture=checkpoint.architecture, quantization=checkpoint.quantization)
-    result = rules.evaluate(dict(args.explicit), gpu, version, model)
-    return dict(result.flags), list(result.reasons)
+def sglang_verdict(args: ParsedArgs, gpu: str, version: str) -> tuple[dict[str, Any], Any]:
+    """Real SGLang's recorded verdict on the explicit flags (verdicts.py): (resolved flags,
+    the verdict, or None when none was recorded for these flags)."""
+    verdict = verdicts.lookup(version, gpu, dict(args.explicit))
+    if verdict is None:
+        return {}, None
+    return dict(verdict.resolved), verdict
 
 
-def prepare(argv: list[str]) -> tuple[ServerState, list[Any], float]:
-    """Everything SGLang does before it binds and loads: returns state, hardware reasons."""
+def prepare(argv: list[str]) -> tuple[ServerState, float]:
+    """Everything SGLang does before it binds and loads: returns the state and start-up scale."""
     try:
         profile = load_profile()
     except ProfileError as exc:
@@ -125,11 +123,17 @@ def prepare(argv: list[str]) -> tuple[ServerState, list[Any], float]:
         checkpoint = read_checkpoint(str(args.explicit["model-path"]))
     except CheckpointError as exc:
         raise StartupFailure(f"bwtune-standin: cannot load the model: {exc}\n") from exc
-    normalized, reasons = evaluate_rules(args, profile.gpu.arch, profile.sglang_version, checkpoint)
-    refused = [r for r in reasons if r.kind == "sglang"]
-    if refused:
-        exc_type = "AssertionError" if "assert" in refused[0].message.lower() else "ValueError"
-        raise StartupFailure(faults.argument_traceback(exc_type, "; ".join(r.message for r in refused)))
+    normalized, verdict = sglang_verdict(args, profile.gpu.arch, profile.sglang_version)
+    if verdict is not None and not verdict.ok:
+        raise StartupFailure(
+            faults.argument_traceback(
+                verdict.error_type or "ValueError",
+                verdict.error,
+                verdict.where,
+                verdict.function,
+                verdict.statement,
+            )
+        )
     spec_algo = args.explicit.get("speculative-algorithm")
     if spec_algo and str(spec_algo).upper() in ("NEXTN", "EAGLE") and checkpoint.mtp_layers < 1:
         raise StartupFailure(
@@ -139,8 +143,8 @@ def prepare(argv: list[str]) -> tuple[ServerState, list[Any], float]:
                 f"--speculative-algorithm {spec_algo} needs a draft",
             )
         )
-    # Match profile rules on what SGLang would hold: given flags, adjusted, plus defaults.
-    match_flags = {**args.explicit, **normalized}
+    # Match profile rules on what SGLang would hold: the given flags as SGLang resolved them.
+    match_flags = {**args.explicit, **{k: v for k, v in normalized.items() if v is not None}}
     perf = ConfigPerformance.for_flags(profile, match_flags)
     try:
         fault = faults.choose_fault(profile, match_flags)
@@ -148,7 +152,7 @@ def prepare(argv: list[str]) -> tuple[ServerState, list[Any], float]:
         raise StartupFailure(f"bwtune-standin: {exc}\n", 2) from exc
     if fault is not None and fault.name == "exit-at-start":
         raise StartupFailure(
-            faults.argument_traceback("AssertionError", f"simulated failure at start ({fault.origin})")
+            faults.argument_traceback("ValueError", f"simulated failure at start ({fault.origin})")
         )
     max_running = args.explicit.get("max-running-requests")
     if max_running is None:
@@ -164,11 +168,12 @@ def prepare(argv: list[str]) -> tuple[ServerState, list[Any], float]:
         max_running=int(max_running),
         seed=choose_seed(args, normalized),
     )
-    hardware = [r for r in reasons if r.kind == "hardware"]
-    return state, hardware, scale
+    state.verdict_recorded = verdict is not None
+    state.resolved = match_flags
+    return state, scale
 
 
-async def serve(state: ServerState, hardware: list[Any], scale: float) -> int:
+async def serve(state: ServerState, scale: float) -> int:
     profile, args, fault = state.profile, state.args, state.fault
     host, port = str(args.get("host", "127.0.0.1")), int(args.get("port", 30000))
     gpus = gpu_indices(args, profile.gpu.count)
@@ -189,7 +194,7 @@ async def serve(state: ServerState, hardware: list[Any], scale: float) -> int:
 
     def crash() -> None:
         memory.release()
-        crash_now("CUDA error: an illegal memory access was encountered")
+        crash_now(faults.ILLEGAL_MEMORY_ACCESS)
 
     state.crash = crash
     log(
@@ -203,12 +208,17 @@ async def serve(state: ServerState, hardware: list[Any], scale: float) -> int:
         )
         + ")"
     )
+    if not state.verdict_recorded:
+        log(
+            "[simulated] no recorded SGLang verdict for these flags (src/bwtune/standin/"
+            "sglang_verdicts.json): only argparse's checks applied"
+        )
     for reason in state.perf.reasons:
         log(f"[simulated timing] {reason}")
     if fault is not None:
         log(f"[simulated fault] {fault.name}{':' + fault.arg if fault.arg else ''} ({fault.origin})")
     try:
-        return await _start_up_and_serve(state, hardware, scale, memory, gpus, stop)
+        return await _start_up_and_serve(state, scale, memory, gpus, stop)
     finally:
         server.close()
         memory.release()
@@ -225,7 +235,6 @@ async def _pause(seconds: float, stop: asyncio.Event) -> bool:
 
 async def _start_up_and_serve(
     state: ServerState,
-    hardware: list[Any],
     scale: float,
     memory: MemoryRecord,
     gpus: list[int],
@@ -243,14 +252,17 @@ async def _start_up_and_serve(
         f"Load weight end. type={state.checkpoint.architecture}, quant={state.checkpoint.quantization}, "
         f"avail mem={(total_mib - weights) / 1024:.2f} GB, mem usage={weights / 1024:.2f} GB (simulated)"
     )
-    if hardware:
+    name = fault.name if fault is not None else None
+    moe = (fault.arg if fault is not None else None) or str(state.resolved.get("moe-runner-backend", "auto"))
+    if name == "moe-not-implemented" and moe == "cutlass":
+        message = faults.moe_not_implemented_message(moe)
         raise StartupFailure(
-            faults.load_traceback("NotImplementedError", "; ".join(r.message for r in hardware))
+            faults.load_traceback("NotImplementedError", message, faults.NVFP4_MOE_CUTLASS_FRAME)
         )
-    if fault is not None and fault.name == "unsupported-kernel":
-        backend = fault.arg or str(args.get("moe-runner-backend", "auto"))
-        message = faults.unsupported_kernel_message(backend, profile.gpu.arch, profile.gpu.compute_capability)
-        raise StartupFailure(faults.load_traceback("NotImplementedError", message))
+    if name == "hybrid-attention":
+        backend = (fault.arg if fault is not None else None) or str(state.resolved.get("attention-backend"))
+        message = faults.hybrid_attention_message(backend)
+        raise StartupFailure(faults.load_traceback("AssertionError", message, faults.HYBRID_ATTENTION_FRAME))
     fraction = float(args.get("mem-fraction-static") or DEFAULT_MEM_FRACTION)
     used = int(total_mib * fraction)
     kv_mib = max(0, used - weights - GRAPH_MIB)
@@ -268,12 +280,18 @@ async def _start_up_and_serve(
     )
     log("Capture cuda graph begin. This can take up to several minutes. (simulated)")
     capture = profile.graph_capture_s * scale + extra / 2
-    if fault is not None and fault.name == "oom-graph-capture":
+    # Kernels first run during capture: SGLang reports what fails there as a capture failure.
+    cause = None
+    if name == "oom-graph-capture":
+        cause = faults.oom_message(gpus[0], total_mib, used)
+    elif name == "unsupported-kernel":
+        cause = faults.unsupported_kernel_message(moe)
+    elif name == "moe-not-implemented":
+        cause = faults.moe_not_implemented_message(moe)
+    if cause is not None:
         if await _pause(capture / 2, stop):
             return 0
-        raise StartupFailure(
-            faults.load_traceback("torch.OutOfMemoryError", faults.oom_message(gpus[0], total_mib, used))
-        )
+        raise StartupFailure(faults.capture_traceback(cause))
     if await _pause(capture, stop):
         return 0
     memory.set_used(used)
@@ -297,8 +315,8 @@ async def _start_up_and_serve(
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        state, hardware, scale = prepare(argv)
-        return asyncio.run(serve(state, hardware, scale))
+        state, scale = prepare(argv)
+        return asyncio.run(serve(state, scale))
     except StartupFailure as failure:
         sys.stdout.flush()
         sys.stderr.write(failure.text)

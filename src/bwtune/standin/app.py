@@ -56,6 +56,8 @@ class ServerState:
     memory: dict[str, float] = field(default_factory=dict)
     generation_requests: int = 0
     crash: Callable[[], None] | None = None
+    verdict_recorded: bool = True  # real SGLang's verdict on these flags was found (verdicts.py)
+    resolved: dict[str, Any] = field(default_factory=dict)  # the flags as SGLang resolved them
 
 
 class Generation:
@@ -64,7 +66,12 @@ class Generation:
     def __init__(
         self, state: ServerState, prompt_key: str, prompt_tokens: int, max_new: int | None, ignore_eos: bool
     ):
-        garbage = state.fault is not None and state.fault.name == "garbage" and state.fault.arg != "nan"
+        fault = state.fault
+        garbage = fault is not None and fault.name == "garbage" and fault.arg != "nan"
+        if fault is not None and fault.name == "garbage-above-batch" and state.engine is not None:
+            # A kernel that breaks only in large batches: requests arriving while N or more
+            # are in the server (running or queued) come out as garbage.
+            garbage = state.engine.running + state.engine.queued >= fault.int_arg(8)
         self.plan = plan_completion(prompt_key, max_new, ignore_eos, garbage)
         self.pieces = self.plan.pieces
         self.req = LiveRequest(prompt_tokens, len(self.pieces))
@@ -615,6 +622,6 @@ def crash_now(message: str) -> None:
     """What a scheduler crash looks like from outside: traceback, then the whole process
     tree is killed (SGLang's sigquit handler kills its own process group member by member)."""
     sys.stdout.flush()
-    sys.stderr.write(faults.load_traceback("RuntimeError", message))
+    sys.stderr.write(faults.serving_traceback("RuntimeError", message))
     sys.stderr.flush()
     os.kill(os.getpid(), signal.SIGKILL)

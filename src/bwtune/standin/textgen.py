@@ -1,5 +1,11 @@
-"""What the stand-in says: correct answers to the gate's prompts, deterministic filler
-otherwise, and the garbage a broken kernel produces when a fault asks for it.
+"""What the stand-in says: answers from a tiny deterministic "knowledge" (arithmetic,
+counting, capitals, chemical symbols) for any prompt that asks for them, deterministic
+filler otherwise, and the garbage a broken kernel produces when a fault asks for it.
+
+The knowledge is general on purpose: it knows nothing of the correctness gate's prompts
+(plugins/module_utils/correctness_prompts.py, which this package must not import), so a
+gate that asked something else, or checked answers wrongly, fails against the stand-in the
+way it would against a model.
 
 Tokens here are word pieces (" Paris", ",", " 3"): close enough to a real tokenizer for
 token counts and streaming, and cheap. Token ids are stable per piece.
@@ -10,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-
-from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import find_prompt
 
 _PIECE = re.compile(r"\s?\w+|\s?[^\w\s]|\s+")
 
@@ -26,6 +30,65 @@ _FILLER_WORDS = tuple(_FILLER_TEXT.split(" "))
 # A broken FP4 kernel tends to produce one token over and over (often "!").
 GARBAGE_PIECE = "!"
 FILLER_WHEN_UNBOUNDED = 48
+
+# -- the knowledge (facts any instruction-tuned model of this size answers at temperature 0)
+CAPITALS = {
+    "australia": "Canberra", "brazil": "Brasília", "canada": "Ottawa", "china": "Beijing",
+    "egypt": "Cairo", "france": "Paris", "germany": "Berlin", "india": "New Delhi",
+    "italy": "Rome", "japan": "Tokyo", "kenya": "Nairobi", "mexico": "Mexico City",
+    "poland": "Warsaw", "portugal": "Lisbon", "russia": "Moscow", "spain": "Madrid",
+    "sweden": "Stockholm", "the united kingdom": "London", "the united states": "Washington, D.C.",
+}  # fmt: skip
+SYMBOLS = {
+    "carbon": "C", "copper": "Cu", "gold": "Au", "helium": "He", "hydrogen": "H", "iron": "Fe",
+    "lead": "Pb", "mercury": "Hg", "nitrogen": "N", "oxygen": "O", "potassium": "K",
+    "silver": "Ag", "sodium": "Na", "tin": "Sn", "tungsten": "W", "zinc": "Zn",
+}  # fmt: skip
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "x": lambda a, b: a * b}
+_ARITHMETIC = re.compile(r"(-?\d+)\s*([+\-*x\u00d7])\s*(-?\d+)")
+_ASKS_TO_COMPUTE = re.compile(r"\b(?:what is|what's|compute|calculate|evaluate)\b", re.I)
+_COUNT = re.compile(r"\bcount from (-?\d+) to (-?\d+)", re.I)
+_CAPITAL = re.compile(r"\bcapital (?:city )?of ([A-Za-z][A-Za-z .'-]*?)\s*(?:\?|\bis\s*$|$|[.,])", re.I)
+_SYMBOL = re.compile(r"\bchemical symbol (?:for|of) ([A-Za-z]+)\s*(?:\?|\bis\s*$|$|[.,])", re.I)
+# A chat template around the prompt: answer the last user turn.
+_USER_TURN = re.compile(r"<\|im_start\|>user\n(.*?)(?:<\|im_end\|>|$)", re.S)
+
+
+def _question(text: str) -> str:
+    turns = _USER_TURN.findall(text)
+    return (turns[-1] if turns else text).strip()
+
+
+def answer(text: str) -> str | None:
+    """The answer a greedy model gives to `text`, when the knowledge covers it.
+
+    A prompt that ends mid-sentence ("The capital of Italy is") is continued (" Rome");
+    a question gets the bare answer ("42"). None when the prompt asks for nothing known.
+    """
+    q = _question(text)
+    continuation = not q.rstrip().endswith(("?", "."))
+    lead = " " if continuation else ""
+    m = _COUNT.search(q)
+    if m:
+        a, b = int(m.group(1)), int(m.group(2))
+        if abs(b - a) <= 100:
+            step = 1 if b >= a else -1
+            sep = ", " if "comma" in q.lower() else " "
+            return lead + sep.join(str(i) for i in range(a, b + step, step))
+    m = _ARITHMETIC.search(q) if _ASKS_TO_COMPUTE.search(q) or q.rstrip().endswith("=") else None
+    if m:
+        op = "*" if m.group(2) in ("x", "\u00d7") else m.group(2)
+        return lead + str(_OPS[op](int(m.group(1)), int(m.group(3))))
+    m = _CAPITAL.search(q)
+    if m:
+        place = m.group(1).strip().lower()
+        capital = CAPITALS.get(place) or CAPITALS.get(f"the {place}")
+        if capital:
+            return lead + capital
+    m = _SYMBOL.search(q)
+    if m and m.group(1).lower() in SYMBOLS:
+        return lead + SYMBOLS[m.group(1).lower()]
+    return None
 
 
 def count_tokens(text: str) -> int:
@@ -56,14 +119,14 @@ def plan_completion(
     if garbage:
         n = max_new_tokens if max_new_tokens is not None else FILLER_WHEN_UNBOUNDED
         return Completion([GARBAGE_PIECE] * n, stops_at_eos=False)
-    gate = find_prompt(prompt_key)
-    if gate is not None:
-        answer = split_pieces(gate.expected if gate.mode == "completion" else gate.expected.lstrip())
+    known = None if prompt_key.startswith("ids:") else answer(prompt_key)
+    if known is not None:
+        pieces = split_pieces(known)
         if not ignore_eos:
             return Completion(
-                answer[: max_new_tokens or None], stops_at_eos=len(answer) <= (max_new_tokens or 1 << 30)
+                pieces[: max_new_tokens or None], stops_at_eos=len(pieces) <= (max_new_tokens or 1 << 30)
             )
-        pieces = answer + _filler(prompt_key, max(0, (max_new_tokens or 0) - len(answer)))
+        pieces = pieces + _filler(prompt_key, max(0, (max_new_tokens or 0) - len(pieces)))
         return Completion(pieces[: max_new_tokens or None], stops_at_eos=False)
     if max_new_tokens is None:
         return Completion(_filler(prompt_key, FILLER_WHEN_UNBOUNDED), stops_at_eos=True)

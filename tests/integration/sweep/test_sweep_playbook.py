@@ -24,9 +24,9 @@ from bwtune.standin.profile import load_profile
 from .conftest import PROFILE, Node, read_lines
 
 LAUNCHED_FAILURES = {
-    "invalid-args": "AssertionError",
-    "unsupported-hardware": "NotImplementedError",
-    "oom": "OutOfMemoryError",
+    "invalid-args": "ValueError: simulated failure at start",
+    "unsupported-hardware": "no kernel image is available",
+    "oom": "Capture cuda graph failed: CUDA out of memory",
     "startup-timeout": "never-healthy",
     "crashed": "illegal memory access",
     "wrong-output-repeat": None,

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import http.client
 import json
+import re
 import socket
 import time
 import urllib.error
 import urllib.request
 
 import pytest
+
+from ansible_collections.bwtune.sglang.plugins.module_utils.failure_classifier import classify
+from bwtune.standin import verdicts
+from bwtune.standin.args import flag_table, parse
+from bwtune.standin.faults import FaultError, parse_fault
 
 BASE = ["--quantization", "modelopt_fp4", "--moe-runner-backend", "flashinfer_cutlass", "--tp-size", "8"]
 
@@ -56,44 +63,65 @@ def test_broken_checkpoint_fails_at_start(launch, tmp_path, files, needle):
     assert code == 1 and needle in log and "/health" not in log
 
 
-def test_sglang_rule_refuses_at_start_with_traceback(launch):
+def classified(code: int, log: str) -> str:
+    """The class the sweep gives this exit (the classifier built on real SGLang logs)."""
+    return classify(log.splitlines(), exited=True, returncode=code).failure_class
+
+
+def test_refusals_are_real_sglangs_recorded_verdicts(launch):
     # SGLang 0.5.23 on SM120 refuses trtllm_mha attention with an FP8 KV cache in its argument
-    # checks (planner rule trtllm-mha-fp8-kv-sm120, kind "sglang").
-    code, log = finish(launch(*BASE, "--attention-backend", "trtllm_mha", "--kv-cache-dtype", "fp8_e4m3"))
-    assert code == 1
-    assert "Traceback (most recent call last):" in log and "ValueError: " in log
-    assert "Load weight begin" not in log
+    # processing; the stand-in says what real SGLang said (sglang_verdicts.json), not the planner.
+    flags = [*BASE, "--attention-backend", "trtllm_mha", "--kv-cache-dtype", "fp8_e4m3"]
+    explicit = parse(["--model-path", "m", *flags], flag_table("0.5.23")).explicit
+    verdict = verdicts.lookup("0.5.23", "sm120", explicit)
+    assert verdict is not None and not verdict.ok and verdict.where
+    code, log = finish(launch(*flags))
+    assert code == 1 and "Load weight begin" not in log
+    assert f"{verdict.error_type}: {verdict.error}" in log
+    assert verdict.where.split(":")[0] in log  # the frame that raised, as real SGLang raised it
+    assert classified(code, log) == "invalid-args"
 
 
-def test_hardware_rule_fails_after_weight_load(launch, standin_env):
+def test_flags_without_a_recorded_verdict_pass_argparse_and_say_so(launch):
+    server = launch(*BASE, "--cuda-graph-max-bs-decode", "24")
+    server.wait_healthy()
+    assert "no recorded SGLang verdict for these flags" in server.log()
+
+
+def test_hardware_fault_rule_fails_in_graph_capture_after_weight_load(launch, standin_env):
     started = time.monotonic()
     server = launch("--quantization", "modelopt_fp4", "--moe-runner-backend", "flashinfer_trtllm",
                     env={"BWTUNE_STANDIN_STARTUP_SCALE": "0.01"})  # fmt: skip
     code, log = finish(server)
     assert code == 1 and time.monotonic() - started >= 180 * 0.01  # the weight load happened first
-    assert log.index("Load weight end") < log.index("NotImplementedError: ")
-    assert "flashinfer_trtllm" in log and "sm120" in log.lower()
+    assert log.index("Load weight end") < log.index("Capture cuda graph failed: ")
+    assert "Unsupported architecture" in log  # FlashInfer's trtllm-gen runners: SM100 only
+    assert classified(code, log) == "unsupported-hardware"
 
 
 def test_fault_exit_at_start(launch):
     code, log = finish(launch(*BASE, env={"BWTUNE_STANDIN_FAULT": "exit-at-start"}))
-    assert code == 1 and "AssertionError: simulated failure at start" in log
+    assert code == 1 and "ValueError: simulated failure at start" in log
+    assert classified(code, log) == "invalid-args"
 
 
-def test_fault_unsupported_kernel_names_backend_and_sm(launch):
+def test_fault_unsupported_kernel_says_what_cuda_says(launch):
     code, log = finish(launch(*BASE, env={"BWTUNE_STANDIN_FAULT": "unsupported-kernel:flashinfer_cutedsl"}))
     assert code == 1
     assert (
-        "NotImplementedError: flashinfer_cutedsl kernels are not available for SM120 "
-        "(compute capability 12.0)" in log
+        "Exception: Capture cuda graph failed: CUDA error: no kernel image is available for "
+        "execution on the device" in log
     )
+    assert "Received sigquit from a child process" in log
+    assert classified(code, log) == "unsupported-hardware"
 
 
 def test_fault_oom_during_graph_capture(launch):
     code, log = finish(launch(*BASE, env={"BWTUNE_STANDIN_FAULT": "oom"}))
     assert code == 1 and "Capture cuda graph begin" in log
-    assert "torch.OutOfMemoryError: Capture cuda graph failed: CUDA out of memory." in log
-    assert "--mem-fraction-static" in log
+    assert "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate" in log
+    assert "1. set --mem-fraction-static to a smaller value" in log
+    assert classified(code, log) == "oom"
 
 
 def test_profile_fault_rule_matches_flags(launch):
@@ -153,6 +181,24 @@ def test_fault_garbage_repeat_and_nan(launch):
     assert status == 500 and "probability tensor contains" in json.loads(body)["message"]
 
 
+def test_fault_garbage_above_batch_corrupts_only_large_batches(launch):
+    server = launch(*BASE, env={"BWTUNE_STANDIN_FAULT": "garbage-above-batch:4"})
+    server.wait_healthy()
+
+    def ask(i: int) -> str:
+        body = {"input_ids": [1000 + i] * 8, "sampling_params": {"max_new_tokens": 12, "ignore_eos": True}}
+        status, raw = server.post("/generate", body)
+        assert status == 200
+        return str(json.loads(raw)["text"])
+
+    alone = ask(0)
+    assert "!" not in alone and len(alone.split()) == 12
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        texts = list(pool.map(ask, range(12)))
+    broken = [t for t in texts if t == "!" * 12]
+    assert 0 < len(broken) < 12, texts  # the first few of the batch are fine, the rest garbage
+
+
 def test_port_in_use_real_and_simulated(launch):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -173,3 +219,25 @@ def test_bad_fault_and_scale_are_one_line_errors(launch):
     assert code == 2 and log.strip().splitlines() == [log.strip()] and "unknown fault 'meteor'" in log
     code, log = finish(launch(*BASE, env={"BWTUNE_STANDIN_STARTUP_SCALE": "fast"}))
     assert code == 2 and "BWTUNE_STANDIN_STARTUP_SCALE='fast': not a number" in log
+
+
+@pytest.mark.parametrize(
+    ("fault", "needle"),
+    [
+        ("crash-after:abc", "crash-after takes an integer, not 'abc'"),
+        ("crash-after:-1", "crash-after takes an integer >= 0, not '-1'"),
+        ("slow-startup:soon", "slow-startup takes a number of seconds, not 'soon'"),
+        ("never-healthy:5", "never-healthy takes no argument, not '5'"),
+        ("garbage-above-batch:x", "garbage-above-batch takes an integer, not 'x'"),
+    ],
+)
+def test_bad_fault_argument_is_refused_when_parsed(fault, needle):
+    with pytest.raises(FaultError, match=re.escape(needle)):
+        parse_fault(fault, "BWTUNE_STANDIN_FAULT")
+
+
+def test_bad_fault_argument_is_refused_at_start(launch):
+    # Before: crash-after:abc started and served; only the first request failed on it.
+    code, log = finish(launch(*BASE, env={"BWTUNE_STANDIN_FAULT": "crash-after:abc"}), timeout=10)
+    assert code == 2 and log.strip().splitlines() == [log.strip()], log
+    assert "BWTUNE_STANDIN_FAULT: crash-after takes an integer, not 'abc'" in log

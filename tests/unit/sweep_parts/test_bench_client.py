@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import (
+    SAMPLES_PER_REPETITION,
     BenchClient,
     Workload,
     _Response,
@@ -277,3 +278,20 @@ def test_chunked_parser_handles_arbitrary_splits():
             assert resp.done.done() and bytes(got) == body, size
         finally:
             loop.close()
+
+
+def test_a_sample_of_each_repetitions_own_requests_is_kept_for_the_gate(sse_server):
+    port = sse_server("--itl-ms", "1")
+    w = Workload(input_len=4, output_len=5, num_prompts=20, concurrency=20, repetitions=2, warmup=0)
+    samples: list[dict[str, Any]] = []
+    run_workload("127.0.0.1", port, w, output_samples=samples)
+    assert len(samples) == 2 * SAMPLES_PER_REPETITION
+    for rep in (0, 1):
+        indices = [s["index"] for s in samples if s["rep"] == rep]
+        assert indices[0] == 0 and indices[-1] == 19 and indices == sorted(set(indices))
+    assert all(s["ok"] and s["greedy"] and s["text"] and s["workload"] == "default" for s in samples)
+    # a streamed /v1/completions answer has no full text to judge
+    streamed: list[dict[str, Any]] = []
+    run_workload("127.0.0.1", port, Workload(input_len=4, output_len=5, num_prompts=3, api="completions",
+                                             warmup=0), output_samples=streamed)  # fmt: skip
+    assert len(streamed) == 3 and all(s["text"] is None for s in streamed)

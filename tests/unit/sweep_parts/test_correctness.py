@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.correctness import (
+    OutputAudit,
     check_outputs,
     repeated_unit,
     run_gate,
@@ -92,3 +93,48 @@ def test_gate_with_reference_from_a_previous_config(sse_server):
     ref = run_gate("127.0.0.1", sse_server()).outputs
     r = run_gate("127.0.0.1", sse_server("--answers", "drift"), reference=ref)
     assert not r.passed and "far from the reference" in r.message
+
+
+# ---------------------------------------------------------------- the gate under load
+
+
+def sample(index: int, text: str | None, ok: bool = True, error: str = "", workload: str = "w") -> dict:
+    return {"workload": workload, "rep": 0, "index": index, "greedy": True, "ok": ok,
+            "text": text, "output_len": 8, "error": error}  # fmt: skip
+
+
+GOOD_LOAD = [sample(i, f" the model streams words for request {i}") for i in range(8)]
+
+
+def test_load_samples_pass_and_become_the_reference():
+    audit = OutputAudit()
+    assert audit.check(GOOD_LOAD) is None
+    assert audit.reference[("w", 0, 3)] == GOOD_LOAD[3]["text"]
+    assert audit.check(GOOD_LOAD) is None  # the same outputs agree with themselves
+
+
+def test_garbage_in_part_of_a_batch_is_wrong_output():
+    # A kernel that breaks above some batch size: the later half of the batch is '!' repeated.
+    broken = GOOD_LOAD[:5] + [sample(i, "!" * 16) for i in range(5, 8)]
+    message = OutputAudit().check(broken)
+    assert message is not None and "3/8 sampled requests are garbage" in message and "'!'" in message
+    # One looping output of eight is not enough to call a kernel broken.
+    assert OutputAudit().check([*GOOD_LOAD[:7], sample(7, " yes" * 8)]) is None
+
+
+def test_a_nan_sampling_error_under_load_is_wrong_output_even_once():
+    nan = "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0"
+    message = OutputAudit().check([*GOOD_LOAD[:7], sample(7, None, ok=False, error=nan)])
+    assert message is not None and "NaN/inf" in message
+    # other request errors (a timeout) are the benchmark's failed requests, not wrong output
+    assert OutputAudit().check([*GOOD_LOAD[:7], sample(7, None, ok=False, error="TimeoutError: ")]) is None
+
+
+def test_greedy_outputs_far_from_the_reference_config_are_wrong_output():
+    audit = OutputAudit()
+    assert audit.check(GOOD_LOAD) is None
+    drifted = [sample(i, f" completely different tokens #{i}") for i in range(8)]
+    message = audit.check(drifted)
+    assert message is not None and "disagree with the reference config" in message
+    # Texts the API did not return (streamed /v1/completions) are not judged.
+    assert audit.check([sample(i, None) for i in range(8)]) is None
