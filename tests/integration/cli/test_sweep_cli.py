@@ -66,13 +66,14 @@ def test_ctrl_c_cancels_the_sweep_and_resume_finishes_it(
     _out, err = proc.communicate(timeout=180)
     assert proc.returncode == 130, err
     assert f"cancelled run {run_id}; stopped on: localhost" in err
-    assert f"--resume {run_id}" in err
+    assert f"bwtune: resume with: bwtune sweep --resume {run_id}" in err.splitlines()
     results_file = node / str(run_id) / "results.jsonl"
     before = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
     assert 1 <= len(before) < 3
     assert not _servers_of(tmp_path / "model"), "the node's server outlived the cancel"
 
-    done = run(sweep_argv(STANDIN, None, node, "--resume", str(run_id), "--json"), sweep_env)
+    # The command printed, as it is: the run's own inventory and node folder come with it.
+    done = run(bwtune_argv("sweep", "--resume", str(run_id), "--json"), sweep_env)
     assert done.returncode == 0, done.stderr
     output = json.loads(done.stdout)
     assert output["run_id"] == run_id
