@@ -21,6 +21,8 @@ import pytest
 
 from .conftest import STANDIN, bwtune_argv, run, sweep_argv, tiny_matrix
 
+pytestmark = pytest.mark.slow  # each runs real sweeps: tens of seconds
+
 GONE_WITHIN_S = 60  # how long a killed process tree may take to go: a deadline, not a measure
 
 
