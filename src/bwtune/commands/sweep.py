@@ -201,6 +201,10 @@ def load_settings(run_id: str, flag: str) -> run_settings.RunSettings | None:
 def saved_matrix(run_id: str, flag: str) -> tuple[dict[str, Any], str]:
     saved = results_db.run_dir(run_id) / "matrix.json"
     if not saved.is_file():
+        if flag == "--attach":
+            raise BadInput(
+                f"--attach {run_id}: no such run started from here ({saved.parent} has no matrix.json)"
+            )
         raise BadInput(f"{flag} {run_id}: no matrix saved for that run; give -m MATRIX")
     return json.loads(saved.read_text(encoding="utf-8")), str(saved)
 
