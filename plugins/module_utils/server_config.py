@@ -118,19 +118,20 @@ def config_args(
 ) -> Dict[str, Any]:
     """{"args": SGLang's words, "source": text, "config_id": id or None} from exactly one source."""
     given = [name for name, v in (("server_flags", flags), ("server_args", args)) if v]
-    if results_file or config_id:
-        given.append("server_results_file + server_config_id")
-        if not (results_file and config_id):
-            raise ServerConfigError("server_results_file and server_config_id go together: one is empty")
+    if results_file:
+        given.append("server_results_file")
+        if not config_id:
+            raise ServerConfigError(f"server_results_file {results_file}: server_config_id is empty")
     if len(given) > 1:
         raise ServerConfigError(f"the config comes from one source; got {', '.join(given)}")
     if results_file and config_id:
         line = from_results_file(results_file, config_id)
         where = f"{results_file} ({config_id})"
         return {"args": result_args(line, where), "source": where, "config_id": config_id}
+    # Without a results file, a config id only labels the config (what promote records).
     if args:
-        return {"args": strip_launcher(args), "source": "server_args", "config_id": None}
-    return {"args": flags_to_args(flags or {}), "source": "server_flags", "config_id": None}
+        return {"args": strip_launcher(args), "source": "server_args", "config_id": config_id or None}
+    return {"args": flags_to_args(flags or {}), "source": "server_flags", "config_id": config_id or None}
 
 
 def server_args(

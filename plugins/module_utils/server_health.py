@@ -22,6 +22,7 @@ except ImportError:
     from ansible_collections.bwtune.sglang.plugins.module_utils.launcher import classify_failure
 
 JOURNAL_LINES = 50
+CLASSIFY_LINES = 400  # the classifier reads further back than is shown (the sweep reads 400 too)
 # States in which the unit's process is gone (systemd shows `auto-restart` between restarts).
 _EXITED_SUBSTATES = ("failed", "auto-restart", "dead", "exited")
 
@@ -97,20 +98,24 @@ def wait_serving(
     """
     t0 = time.monotonic()
     deadline = t0 + timeout_s
+    restarts = None
     while True:
         state = state_of(unit)
-        if exited(state):
-            tail = journal_of(unit, journal_lines)
+        # A crash loop (Restart=on-failure) may be caught between attempts or in a new one.
+        crashed_since = restarts is not None and state.get("NRestarts", restarts) != restarts
+        restarts = state.get("NRestarts") if restarts is None else restarts
+        if exited(state) or crashed_since:
+            tail = journal_of(unit, max(journal_lines, CLASSIFY_LINES))
             code = state.get("ExecMainStatus")
             rc = int(code) if code and code.lstrip("-").isdigit() else None
             cls, msg = classify_failure(tail, exited=True, returncode=rc)
-            return _failed(t0, cls, msg, tail, state)
+            return _failed(t0, cls, msg, tail[-journal_lines:], state)
         left = deadline - time.monotonic()
         if left <= 0:
-            tail = journal_of(unit, journal_lines)
+            tail = journal_of(unit, max(journal_lines, CLASSIFY_LINES))
             cls, msg = classify_failure(tail, exited=False, returncode=None)
             msg = f"not healthy after {timeout_s:g} s" + (f" ({msg})" if msg else "")
-            return _failed(t0, cls, msg, tail, state)
+            return _failed(t0, cls, msg, tail[-journal_lines:], state)
         if status_of(host, port, "/health_generate", min(60.0, max(1.0, left))) == 200:
             return {"healthy": True, "elapsed_s": round(time.monotonic() - t0, 3), "failure": None}
         time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))

@@ -92,6 +92,14 @@ ansible_facts:
           type: list
           elements: str
           returned: when available
+        source:
+          description: >-
+            What the checkpoint's source manifest (C(.bwtune-checkpoint.json), written by
+            C(checkpoint_fetch)) gave: C(source), C(commit), C(files), and C(hashed), the files
+            whose sha256 was checked this time; null without a manifest. Its problems (a missing
+            file, a wrong size or hash) are in C(problems).
+          type: dict
+          returned: when available
 """
 
 from ansible.module_utils.basic import AnsibleModule

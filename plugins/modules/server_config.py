@@ -32,7 +32,9 @@ options:
     description: A node's sweep results file (JSON lines); with O(config_id).
     type: path
   config_id:
-    description: The config in O(results_file) to serve; its latest C(ok) line is used.
+    description:
+      - The config in O(results_file) to serve; its latest C(ok) line is used.
+      - With another source, only a label returned as RV(config_id).
     type: str
   model_path:
     description: The checkpoint directory; wins over a C(--model-path) in the config.

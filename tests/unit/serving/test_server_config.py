@@ -84,8 +84,10 @@ def test_results_file_source_takes_the_latest_ok_line(tmp_path: Path) -> None:
 def test_one_source_only() -> None:
     with pytest.raises(sc.ServerConfigError, match="one source; got server_flags, server_args"):
         sc.config_args(flags={"tp-size": 8}, args=["--tp-size", "8"])
-    with pytest.raises(sc.ServerConfigError, match="go together"):
-        sc.config_args(config_id="c1")
+    with pytest.raises(sc.ServerConfigError, match="server_config_id is empty"):
+        sc.config_args(results_file="/r.jsonl")
+    # Without a results file, the id labels the config.
+    assert sc.config_args(args=["--tp-size", "8"], config_id="c1")["config_id"] == "c1"
 
 
 def test_changed_flags() -> None:

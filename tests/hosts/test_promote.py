@@ -1,0 +1,126 @@
+"""`bwtune promote` on two systemd hosts with the stand-in as SGLang (tests/hosts/serving_stack.py).
+
+A run in a results database holds a good config (the best) and one whose stand-in fails at
+start (`--mem-fraction-static 0.95`: the profile's out-of-memory in graph capture, as on a
+GPU with less room than the sweep's). The good one rolls out to both hosts; the failing one
+stops on the first host, which goes back to the good config and keeps serving, and the
+second host is not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from bwtune import results_db
+from tests.hosts import serving_stack as stack
+
+pytestmark = [pytest.mark.hosts, pytest.mark.slow]
+
+RUN = "promote-test-1"
+GOOD = {**stack.GOOD_FLAGS, "max-running-requests": 32}
+FAILS_TO_START = {**stack.GOOD_FLAGS, "mem-fraction-static": 0.95}
+
+
+def line(config_id: str, flags: dict[str, Any], throughput: float) -> dict[str, Any]:
+    argv = ["--model-path", stack.MODEL_PATH]
+    for name, value in flags.items():
+        argv += [f"--{name}", str(value)]
+    block = {
+        "n": 1,
+        "values": {"output_throughput": throughput},
+        "repetitions": [{"output_throughput": throughput}],
+    }
+    return contract.make_line(
+        run_id=RUN, host="sweep-node", config_id=config_id, status="ok", flags=flags, argv=argv,
+        metrics={"chat": block}, simulated=True,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("promote-db") / "results.db"
+    conn = results_db.connect(path)
+    results_db.record_run(
+        conn, RUN, objective={"workload": "chat", "metric": "output_throughput", "goal": "max"}
+    )
+    results_db.import_results(
+        conn, [line("cgood000001", GOOD, 100.0), line("cfails00002", FAILS_TO_START, 90.0)]
+    )
+    conn.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def hosts(make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    hosts = stack.serving_hosts(make_testhosts, tmp_path_factory.mktemp("serving"))
+    baseline = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS, "server_config_id": "baseline"})
+    assert baseline.returncode == 0, baseline.stdout[-3000:]
+    return hosts
+
+
+def promote(hosts: Any, db: Path, tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
+    variables = tmp_path / "standin-vars.json"
+    variables.write_text(json.dumps(stack.STANDIN_VARS))
+    env = dict(hosts.env(), BWTUNE_HOME=str(tmp_path / "home"))
+    bwtune = Path(sys.executable).parent / "bwtune"
+    cmd = [str(bwtune), "promote", RUN, "-i", str(hosts.inventory), "--db", str(db), "-e", f"@{variables}"]
+    done = subprocess.run([*cmd, *extra, "--json"], capture_output=True, text=True, env=env, timeout=600)
+    return done.returncode, json.loads(done.stdout or "{}"), done.stderr
+
+
+def running(hosts: Any, name: str) -> dict[str, Any]:
+    record = json.loads(hosts.ssh(name, "cat", "/etc/bwtune/server/config.json").stdout)
+    pid = hosts.ssh(name, "systemctl", "show", stack.UNIT, "-p", "MainPID", "--value").stdout.strip()
+    return {"config_id": record["config_id"], "run_id": record["run_id"], "pid": pid}
+
+
+def test_good_config_rolls_out_to_both_then_a_failing_one_stops_and_rolls_back(
+    hosts: Any, db: Path, tmp_path: Path
+) -> None:
+    first, second = hosts.names
+    rc, out, err = promote(hosts, db, tmp_path)
+    assert rc == 0, err
+    assert out["config_id"] == "cgood000001"
+    assert {h: r["status"] for h, r in out["hosts"].items()} == {first: "promoted", second: "promoted"}
+    assert {"flag": "max-running-requests", "old": None, "new": "32"} in out["hosts"][first]["changed_flags"]
+    for name in hosts.names:
+        assert running(hosts, name)["config_id"] == "cgood000001"
+        info = json.loads(stack.http_get(hosts, name, "/server_info", "FILE")["body"])
+        assert info["max_running_requests"] == 32
+    untouched = running(hosts, second)
+
+    rc, out, err = promote(hosts, db, tmp_path, "--config", "cfails00002")
+    assert rc == exit_codes_host_failed()
+    assert out["hosts"][first]["status"] == "rolled back"
+    assert "oom" in out["hosts"][first]["message"], out["hosts"][first]["message"]
+    assert out["hosts"][second]["status"] == "not reached"
+    assert running(hosts, first)["config_id"] == "cgood000001"
+    assert stack.http_get(hosts, first, "/health")["status"] == 200
+    info = json.loads(stack.http_get(hosts, first, "/server_info", "FILE")["body"])
+    assert info["max_running_requests"] == 32 and info["mem_fraction_static"] != 0.95
+    assert running(hosts, second) == untouched  # same config, same process
+
+
+def test_unknown_config_is_refused_before_any_host_is_touched(hosts: Any, db: Path, tmp_path: Path) -> None:
+    before = {name: running(hosts, name) for name in hosts.names}
+    rc, out, err = promote(hosts, db, tmp_path, "--config", "cnothere000")
+    assert rc == 2 and out == {}
+    assert err.strip() == f"bwtune: --config cnothere000: no such config in run {RUN}"
+    assert {name: running(hosts, name) for name in hosts.names} == before
+
+
+def exit_codes_host_failed() -> int:
+    from bwtune import exit_codes
+
+    return exit_codes.HOST_FAILED
+
+
+os.environ.setdefault("ANSIBLE_HOST_KEY_CHECKING", "False")
