@@ -10,7 +10,6 @@ second host is not touched.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from bwtune import results_db
+from bwtune import exit_codes, results_db
 from tests.hosts import serving_stack as stack
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
@@ -98,7 +97,7 @@ def test_good_config_rolls_out_to_both_then_a_failing_one_stops_and_rolls_back(
     untouched = running(hosts, second)
 
     rc, out, err = promote(hosts, db, tmp_path, "--config", "cfails00002")
-    assert rc == exit_codes_host_failed()
+    assert rc == exit_codes.HOST_FAILED
     assert out["hosts"][first]["status"] == "rolled back"
     assert "oom" in out["hosts"][first]["message"], out["hosts"][first]["message"]
     assert out["hosts"][second]["status"] == "not reached"
@@ -112,15 +111,6 @@ def test_good_config_rolls_out_to_both_then_a_failing_one_stops_and_rolls_back(
 def test_unknown_config_is_refused_before_any_host_is_touched(hosts: Any, db: Path, tmp_path: Path) -> None:
     before = {name: running(hosts, name) for name in hosts.names}
     rc, out, err = promote(hosts, db, tmp_path, "--config", "cnothere000")
-    assert rc == 2 and out == {}
+    assert rc == exit_codes.BAD_INPUT and out == {}
     assert err.strip() == f"bwtune: --config cnothere000: no such config in run {RUN}"
     assert {name: running(hosts, name) for name in hosts.names} == before
-
-
-def exit_codes_host_failed() -> int:
-    from bwtune import exit_codes
-
-    return exit_codes.HOST_FAILED
-
-
-os.environ.setdefault("ANSIBLE_HOST_KEY_CHECKING", "False")
