@@ -255,6 +255,39 @@ def mirror_manifest(source: str, rsync: str = "rsync") -> Optional[Dict[str, Any
         return read_manifest(scratch) if done.returncode == 0 else None
 
 
+def copy_tree(
+    source: str, dest: str, files: Dict[str, Dict[str, Any]], block: int = _HASH_BLOCK
+) -> List[str]:
+    """Copy `files` from a mirror directory on this node (an NFS mount, say) without rsync.
+
+    A file already there with the source's size and mtime is skipped; a shorter one is
+    resumed from where it stops (what `rsync --partial --append` does). Returns the copied files.
+    """
+    copied = []
+    for name in sorted(files):
+        src, dst = os.path.join(source, name), os.path.join(dest, name)
+        src_st = os.stat(src)
+        dst_st = stamp(dst)
+        if dst_st == {"size": src_st.st_size, "mtime_ns": src_st.st_mtime_ns}:
+            continue
+        os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+        start = dst_st["size"] if dst_st and dst_st["size"] < src_st.st_size else 0
+        with open(src, "rb") as fin, open(dst, "r+b" if start else "wb") as fout:
+            fin.seek(start)
+            fout.seek(start)
+            fout.truncate()
+            while True:
+                chunk = fin.read(block)
+                if not chunk:
+                    break
+                fout.write(chunk)
+            fout.flush()
+            os.fsync(fout.fileno())
+        os.utime(dst, ns=(src_st.st_atime_ns, src_st.st_mtime_ns))
+        copied.append(name)
+    return copied
+
+
 def local_listing(directory: str) -> Dict[str, Dict[str, Any]]:
     """{relative path: {"size"}} of a directory (a mirror on this node)."""
     out: Dict[str, Dict[str, Any]] = {}

@@ -14,11 +14,12 @@ description:
     client (run by O(python), the stack's Python), checks the free disk against what is
     still missing plus O(headroom_gb) and refuses with the numbers, then downloads with
     C(snapshot_download) into O(path). A partial download resumes where it stopped.
-  - With O(source=mirror), copies from O(mirror) (C(host:/path), C(rsync://...), or a
-    path on the node) with C(rsync --partial).
-  - Then checks every file the source lists: present, the right size, and the sha256 the
-    source gives (the Hub's LFS hashes; a mirror's own manifest). A file that fails is
-    named. What was checked is recorded in C(.bwtune-checkpoint.json) in O(path) with each
+  - With O(source=mirror), copies from O(mirror), C(host:/path) or C(rsync://...) with
+    C(rsync --partial); a path on the node (an NFS mount) file by file, skipping files
+    already there with the same size and mtime and resuming a shorter one.
+  - Then checks that every file the source lists is present, has the right size, and has
+    the sha256 the source gives (the Hub's LFS hashes, a mirror's own manifest). A file that
+    fails is named. What was checked is recorded in C(.bwtune-checkpoint.json) in O(path) with each
     file's size and mtime, so a verified checkpoint is neither fetched nor hashed again.
 options:
   path:
@@ -239,6 +240,8 @@ def main():
                 },
                 env,
             )
+        elif os.path.isdir(p["mirror"]):
+            cf.copy_tree(p["mirror"], path, files)
         else:
             argv = cf.mirror_argv(p["mirror"], path, p["rsync"])
             try:

@@ -2,8 +2,9 @@
 
 One converge, then checks on what it made: the unit active under its own user, /health,
 401 without the key and 200 with it, the key file 0600 and in no Ansible output or log, an
-unchanged re-run changes nothing, one changed flag restarts exactly once (and its odd value
-reaches the server verbatim through systemd's quoting), a failing config is classified.
+unchanged re-run changes nothing, a config change (one flag with an odd value, /metrics on)
+restarts exactly once and the value reaches the server verbatim through systemd's quoting,
+a failing config is classified.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def test_unchanged_rerun_changes_nothing(hosts: Any, converged: dict[str, Any]) 
     assert stack.changed_counts(converged["again"].stdout) == {name: 0 for name in hosts.names}
 
 
-def test_one_changed_flag_restarts_once_and_reaches_the_server_verbatim(
+def test_a_config_change_restarts_once_and_reaches_the_server_verbatim(
     hosts: Any, converged: dict[str, Any]
 ) -> None:
     name = hosts.names[0]
@@ -75,7 +76,8 @@ def test_one_changed_flag_restarts_once_and_reaches_the_server_verbatim(
     cursor = cursor.strip().rpartition("-- cursor: ")[2]
     odd = 'my "model" 50% $HOME \\ x'
     flags = {**stack.GOOD_FLAGS, "served-model-name": odd}
-    done = stack.serve(hosts, {"server_flags": flags, "target": name})
+    assert stack.http_get(hosts, name, "/metrics")["status"] == 404
+    done = stack.serve(hosts, {"server_flags": flags, "server_enable_metrics": True, "target": name})
     assert done.returncode == 0, done.stdout[-3000:]
     journal = hosts.ssh(
         name, "journalctl", "-u", stack.UNIT, "--after-cursor", cursor, "--no-pager", "-o", "cat"
@@ -83,6 +85,7 @@ def test_one_changed_flag_restarts_once_and_reaches_the_server_verbatim(
     assert sum(line.startswith("Started ") for line in journal.splitlines()) == 1, journal
     info = json.loads(stack.http_get(hosts, name, "/server_info", "FILE")["body"])
     assert info["served_model_name"] == odd
+    assert stack.http_get(hosts, name, "/metrics")["status"] == 200  # no key needed, as in SGLang
 
 
 def test_failing_config_is_classified_with_the_journal_tail(hosts: Any, converged: dict[str, Any]) -> None:
