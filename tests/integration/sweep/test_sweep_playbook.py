@@ -6,6 +6,7 @@ it; the stand-in profile (profile.yml) gives each row its fault or its speed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -169,6 +170,9 @@ def test_a_killed_sweep_resumes_without_measuring_twice_or_losing_a_config(node:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    # The play's workers outlive the group kill and keep polling; a poll that sees the sweep
+    # dead stops its server itself (as designed). Here the resume must, so they go first.
+    _kill_what_is_left_of_the_play(node)
     sweep_pid = seen["progress"]["pid"]
     os.kill(sweep_pid, signal.SIGKILL)  # the node's sweep module (async: not in that group)
     _wait_gone(sweep_pid)
@@ -195,6 +199,29 @@ def test_a_killed_sweep_resumes_without_measuring_twice_or_losing_a_config(node:
     assert summary["resumed"] == len(launched(before))
     assert summary["launches"] == len(the_plan["launches"]) - len(launched(before))
     node.assert_nothing_left()
+
+
+def _kill_what_is_left_of_the_play(node: Node, timeout: float = 30) -> None:
+    """SIGKILL the play's forked workers and the poll they may have started too (they run on
+    outside the play's process group and would keep polling), and wait until they are gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = []
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            play = b"ansible-playbook" in argv or b"AnsiballZ_sweep_progress" in argv
+            if play and str(node.root).encode() in argv:
+                left.append(int(entry.name))
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    raise AssertionError("the killed play's processes are still running")
 
 
 def _wait_gone(pid: int, timeout: float = 10) -> None:
