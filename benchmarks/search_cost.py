@@ -66,6 +66,13 @@ JIT_CACHE_FACTOR = 1.0 / 3.0
 REPETITION_CV = 0.005  # spread between repetitions inside one launch
 # Side by side: the sweep's strategies, plus auto_benchmark's first tier (one axis at a time).
 STRATEGIES = ("grid", "one-axis", "coordinate", "screen", "adaptive")
+# --ablations: adaptive with one of its ideas taken out or turned (screening, bound width z).
+ABLATIONS: dict[str, tuple[bool, dict[str, float]]] = {
+    "adaptive, no screening": (False, {}),
+    "adaptive, z=0 (model's best + 3%)": (True, {"z": 0.0}),
+    "adaptive, z=1": (True, {"z": 1.0}),
+    "adaptive, z=3": (True, {"z": 3.0}),
+}
 
 
 @dataclass
@@ -180,6 +187,8 @@ def order(
     axes, baseline = matrix.get("axes") or {}, matrix.get("baseline")
     if name == "one-axis":
         return strategies.one_axis_at_a_time(plan, scores, axes, baseline)
+    if name in ABLATIONS:
+        return strategies.adaptive(plan, scores, axes, baseline, **ABLATIONS[name][1])
     return strategies.run_order(name, plan, scores, axes, baseline)
 
 
@@ -194,7 +203,7 @@ def run_one(
 ) -> Outcome:
     scores = strategies.Scoreboard(strategies.Objective.from_matrix({**matrix, **plan}))
     node = SimulatedNode(profile, plan, landscape, seed, warm_caches)
-    screening = name in strategies.SCREENING
+    screening = ABLATIONS[name][0] if name in ABLATIONS else name in strategies.SCREENING
     for config_id in order(name, plan, scores, matrix):
         scores.record(node.launch(config_id, scores, screening))
     chosen = scores.best()
@@ -318,13 +327,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--landscapes", type=int, default=50, help="randomized landscapes (default 50)")
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first landscape")
     parser.add_argument("--json", action="store_true", help="every outcome as JSON")
+    parser.add_argument("--ablations", action="store_true", help="also adaptive without each of its ideas")
     parser.add_argument(
         "--caches", choices=("cold", "warm"), default="cold", help="start-up model (see PAGE_CACHE_FACTOR)"
     )
     args = parser.parse_args(argv)
     if args.landscapes < 1:
         parser.error("--landscapes must be at least 1")
-    result = run(args.landscapes, args.first_seed, warm_caches=args.caches == "warm")
+    names = STRATEGIES + tuple(ABLATIONS) if args.ablations else STRATEGIES
+    result = run(args.landscapes, args.first_seed, names, warm_caches=args.caches == "warm")
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
