@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/gen_standin_verdicts.py          # (re)write the file
     .venv/bin/python scripts/gen_standin_verdicts.py --check  # exit 1 when it is stale
+                                                              # (re-asks a sample; --sample N)
 
 For every shipped stand-in profile (its SGLang release and GPU) it asks the oracle (real
 SGLang in its own venv, GPU simulated: tests/oracle/sglang_oracle.py) about: every config
@@ -141,31 +142,74 @@ def record(version: str, verdict: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def generate() -> dict[str, Any]:
-    data: dict[str, Any] = {"schema": 1, "generated_by": "scripts/gen_standin_verdicts.py", "sglang": {}}
+def argvs_by_table() -> dict[tuple[str, str], dict[str, list[str]]]:
+    """{(release, gpu): {verdict key: argv}} for every shipped profile (no oracle needed)."""
+    out: dict[tuple[str, str], dict[str, list[str]]] = {}
     for name in PROFILES:
         profile = load_profile(name)
         version, gpu = profile.sglang_version, profile.gpu.arch
         flags = flag_table(version)
         argvs = sorted({tuple(a) for a in example_argvs(version, gpu) + probe_argvs(version)})
-        answers = sglang_oracle.evaluate(version, gpu, [list(a) for a in argvs])
+        table = out.setdefault((version, gpu), {})
+        for argv in argvs:
+            table.setdefault(verdicts.key_of(parse(list(argv), flags).explicit), list(argv))
+    return out
+
+
+def generate() -> dict[str, Any]:
+    data: dict[str, Any] = {"schema": 1, "generated_by": "scripts/gen_standin_verdicts.py", "sglang": {}}
+    for (version, gpu), by_key in argvs_by_table().items():
+        keys = sorted(by_key)
+        answers = sglang_oracle.evaluate(version, gpu, [by_key[k] for k in keys])
         table = data["sglang"].setdefault(version, {}).setdefault(gpu, {})
-        for argv, verdict in zip(argvs, answers, strict=True):
-            table[verdicts.key_of(parse(list(argv), flags).explicit)] = record(version, verdict)
+        for key, verdict in zip(keys, answers, strict=True):
+            table[key] = record(version, verdict)
     return data
+
+
+def check(sample: int) -> list[str]:
+    """Why the file is stale, if it is: the flag sets it covers must be exactly those the
+    examples, probes and tests launch (no oracle needed), and real SGLang must still give
+    every recorded refusal and a spread sample of `sample` acceptances per table."""
+    current = json.loads(verdicts.DATA.read_text()) if verdicts.DATA.exists() else {}
+    problems: list[str] = []
+    for (version, gpu), by_key in argvs_by_table().items():
+        recorded = current.get("sglang", {}).get(version, {}).get(gpu, {})
+        missing, extra = set(by_key) - set(recorded), set(recorded) - set(by_key)
+        if missing or extra:
+            problems.append(
+                f"{version}/{gpu}: {len(missing)} flag sets not recorded, {len(extra)} no longer launched"
+            )
+            continue
+        refused = sorted(k for k, r in recorded.items() if not r["ok"])
+        accepted = sorted(k for k, r in recorded.items() if r["ok"])
+        step = max(1, len(accepted) // max(1, sample))
+        keys = refused + accepted[::step][:sample]
+        answers = sglang_oracle.evaluate(version, gpu, [by_key[k] for k in keys])
+        for key, verdict in zip(keys, answers, strict=True):
+            if record(version, verdict) != recorded[key]:
+                problems.append(f"{version}/{gpu}: SGLang now says otherwise about {key}")
+    return problems
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the file differs")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the file is stale")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=40,
+        help="with --check: acceptances re-asked per table (all refusals are)",
+    )
     args = parser.parse_args()
-    text = json.dumps(generate(), indent=1, sort_keys=True) + "\n"
     if args.check:
-        current = verdicts.DATA.read_text() if verdicts.DATA.exists() else ""
-        if current != text:
+        problems = check(args.sample)
+        for problem in problems[:20]:
+            print(problem, file=sys.stderr)
+        if problems:
             print(f"{verdicts.DATA} is stale: run {Path(__file__).name}", file=sys.stderr)
-            return 1
-        return 0
+        return 1 if problems else 0
+    text = json.dumps(generate(), indent=1, sort_keys=True) + "\n"
     verdicts.DATA.write_text(text)
     count = sum(len(t) for v in json.loads(text)["sglang"].values() for t in v.values())
     print(f"wrote {verdicts.DATA} ({count} verdicts)")
