@@ -17,8 +17,8 @@ as a burst; the server starts a prefill with whatever has arrived when it wakes 
 scheduler does the same), so the burst splits at random, sub-millisecond arrival order into
 two prefills ([1, 15], [12, 4], ...). The first part's TTFT is prefill(k), the rest also
 wait for it, so TTFT is bimodal and the median of 48 can land on either side (one run: ours
-1518 ms, bench_serving 1740 ms, each what the server had given). On top, a burst's TTFT
-includes the client's own cost of starting 16 requests at once: bench_serving opens a new
+1518 ms, bench_serving 1740 ms, each what its own prefill batches imply). On top, a
+burst's TTFT includes the client's own cost of starting 16 requests at once: bench_serving opens a new
 connection and aiohttp session per request and added 40-65 ms (up to 3.8%) over the
 server's TTFT, ours 13-20 ms. Neither is a timing error; both depend on the client and the
 split, not on the server. One request at a time there is no burst and no split: TTFT is a
