@@ -270,12 +270,11 @@ def run_playbook(
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         **(envvars or {}),
     }
-    command: dict[str, Any] = {"playbook": str(playbook), "cmdline": shlex.join(extra_args) or None}
-    guard = _guard_script(pdd)
-    if guard is not None:
-        # ansible-runner runs `binary` with the arguments it builds; the playbook goes last.
-        command = {"binary": str(guard), "cmdline": shlex.join([*extra_args, str(playbook)])}
+    command = _guarded(playbook, extra_args)
+    if command is not None:
         env[playbook_guard.PARENT_ENV] = str(os.getpid())
+    else:
+        command = {"playbook": str(playbook), "cmdline": shlex.join(extra_args) or None}
     # ansible-runner prints ansible-playbook's output on sys.stdout; stdout is for results.
     silent = quiet and not verbosity
     with nullcontext() if silent else redirect_stdout(sys.stderr):
@@ -301,26 +300,17 @@ def run_playbook(
     return outcome
 
 
-def _guard_script(pdd: Path) -> Path | None:
-    """An executable that starts ansible-playbook under `bwtune.playbook_guard` (Linux only).
+def _guarded(playbook: Path, extra_args: Sequence[str]) -> dict[str, Any] | None:
+    """ansible-runner's `binary` and `cmdline` that start ansible-playbook under
+    `bwtune.playbook_guard`; None where prctl(PR_SET_PDEATHSIG) does not exist (not Linux).
 
-    ansible-runner takes one executable path (`binary`); a two-line sh script gives it one
-    whatever the interpreter's path holds. None where prctl(PR_SET_PDEATHSIG) does not exist.
+    ansible-runner runs `binary`, then `cmdline`, then the arguments it builds (inventory,
+    limit, extravars, -v, forks): all of them end up as ansible-playbook's arguments.
     """
     if not sys.platform.startswith("linux"):
         return None
-    script = pdd / "bin" / "ansible-playbook"
-    guarded = shlex.join([sys.executable, "-m", "bwtune.playbook_guard", bwtune_bin("ansible-playbook")])
-    text = (
-        "#!/bin/sh\n"
-        "# Written by bwtune.runner: ansible-playbook that ends when bwtune ends.\n"
-        f'exec {guarded} "$@"\n'
-    )
-    script.parent.mkdir(mode=0o700, exist_ok=True)
-    if not script.is_file() or script.read_text(encoding="utf-8") != text:
-        script.write_text(text, encoding="utf-8")
-    script.chmod(0o700)
-    return script
+    guard = ["-m", "bwtune.playbook_guard", bwtune_bin("ansible-playbook")]
+    return {"binary": sys.executable, "cmdline": shlex.join([*guard, *extra_args, str(playbook)])}
 
 
 class _Canceller:
