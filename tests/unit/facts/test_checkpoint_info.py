@@ -125,6 +125,7 @@ def test_not_a_directory(tmp_path):
     assert f["available"] is False and "not a directory" in f["problems"][0]
 
 
+@pytest.mark.integration  # a real `ansible localhost -m` process
 def test_checkpoint_facts_module(ckpt):
     (ckpt / "model-00002-of-00002.safetensors").unlink()
     res = run_module("checkpoint_facts", f"path={ckpt}", {}, system_path_without_nvidia_smi())

@@ -8,6 +8,9 @@ import pytest
 
 from .helpers import GPU_SETS, fake_nvidia_smi, run_module, system_path_without_nvidia_smi
 
+# Each test runs a real `ansible localhost -m ...` process (~1.5 CPU-s): not the fast loop.
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize(
     ("fixture", "sm", "interconnect"),

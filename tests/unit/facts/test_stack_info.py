@@ -69,6 +69,7 @@ def test_probe_failure_is_one_line(tmp_path):
         stack_info.gather(run, str(bad), None)
 
 
+@pytest.mark.integration  # a real `ansible localhost -m` process
 def test_stack_facts_module_on_fake_stack(fake_stack):
     res = run_module(
         "stack_facts",
