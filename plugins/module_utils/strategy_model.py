@@ -37,8 +37,8 @@ class MainEffects:
         self.n_axes = n_axes
         self.n = len(observations)
         self.mu = math.fsum(y for _levels, y in observations) / self.n if observations else 0.0
-        self.effects: List[Dict[str, float]] = [{} for _ in range(n_axes)]
-        counts: List[Dict[str, int]] = [{} for _ in range(n_axes)]
+        self.effects: List[Dict[str, float]] = [{} for _axis in range(n_axes)]
+        counts: List[Dict[str, int]] = [{} for _axis in range(n_axes)]
         for levels, _y in observations:
             for axis, level in enumerate(levels):
                 counts[axis][level] = counts[axis].get(level, 0) + 1
