@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bwtune import collection, exit_codes, runner
@@ -36,7 +37,10 @@ class TaskPlaybookRun:
     outcome: runner.PlaybookRun | None = None
 
 
-def run_task_playbook(playbook: str, args: argparse.Namespace, what: str) -> TaskPlaybookRun:
+def run_task_playbook(
+    playbook: str, args: argparse.Namespace, what: str, ansible_args: Sequence[str] = ()
+) -> TaskPlaybookRun:
+    """Run `playbook` with the command's options; `ansible_args` are more ansible-playbook arguments."""
     try:
         extra_vars = playbook_options.check_extra_vars(args.extra_vars)
         inventory = runner.load_inventory(args.inventory, args.limit)
@@ -61,7 +65,7 @@ def run_task_playbook(playbook: str, args: argparse.Namespace, what: str) -> Tas
             quiet=True,
             cancel=cancel.event,
             verbosity=playbook_options.verbosity(args),
-            extra_args=playbook_options.extra_vars_args(extra_vars),
+            extra_args=[*playbook_options.extra_vars_args(extra_vars), *ansible_args],
         )
     if outcome.canceled:
         print(f"bwtune: {what} cancelled", file=sys.stderr)
