@@ -215,18 +215,21 @@ class OutputAudit:
     min_similarity: float = MIN_REFERENCE_SIMILARITY
     reference: Dict[tuple, str] = field(default_factory=dict)  # (workload, rep, index) -> text
 
+    @staticmethod
+    def _key(sample: Dict[str, Any]) -> tuple:
+        return sample.get("workload"), sample.get("rep"), sample.get("index")
+
     def check(self, samples: Sequence[Dict[str, Any]]) -> Optional[str]:
         """A wrong-output message for these samples (one workload of one config), or None.
         A config that passes adds its outputs to the reference for requests without one."""
         if not samples:
             return None
-        key = lambda s: (s.get("workload"), s.get("rep"), s.get("index"))  # noqa: E731
         nan: List[str] = []
         garbage: List[str] = []
         far: List[str] = []
         compared = 0
         for s in samples:
-            ref = self.reference.get(key(s))
+            ref = self.reference.get(self._key(s))
             problem = sample_problem(s, ref)
             where = f"request {s.get('index')} of {s.get('workload')} (repetition {s.get('rep')})"
             if problem is not None:
@@ -251,5 +254,5 @@ class OutputAudit:
             )
         for s in samples:
             if s.get("ok") and s.get("text") is not None:
-                self.reference.setdefault(key(s), str(s["text"]))
+                self.reference.setdefault(self._key(s), str(s["text"]))
         return None

@@ -148,7 +148,7 @@ class _Exception:
 
 def _clean(line: str) -> str:
     s = line.rstrip("\n")
-    for _ in range(3):  # nested prefixes: "> [ts] (Actor pid=1) ..."
+    for _attempt in range(3):  # nested prefixes: "> [ts] (Actor pid=1) ..."
         stripped = _PREFIXES.sub("", s, count=1)
         if stripped == s:
             break
