@@ -306,7 +306,7 @@ def check_source_manifest(path: str) -> dict | None:
     if manifest is None:
         return None
     verified = manifest.get("verified") or {}
-    problems, _, hashed = checkpoint_fetch.check_files(path, manifest["files"], verified)
+    problems, _stamps, hashed = checkpoint_fetch.check_files(path, manifest["files"], verified)
     return {
         "source": manifest.get("source"),
         "commit": manifest.get("commit"),

@@ -63,7 +63,7 @@ def unit_state(unit: str, systemctl: str = "systemctl") -> Dict[str, str]:
     ).stdout
     state = {}
     for line in out.splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         state[key] = value
     return state
 

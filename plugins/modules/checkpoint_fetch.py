@@ -220,7 +220,8 @@ def main():
         if commit:
             result["commit"] = commit
         if whole and known:
-            module.exit_json(changed=False, **dict(result, verified=True))
+            result["verified"] = True
+            module.exit_json(changed=False, **result)
         if module.check_mode:
             module.exit_json(changed=True, **result)
         os.makedirs(path, exist_ok=True)
@@ -274,7 +275,8 @@ def main():
         )
     except cf.FetchError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=True, **dict(result, verified=True))
+    result["verified"] = True
+    module.exit_json(changed=True, **result)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,9 @@ def serve(
         str(_BOOTED["serve"]),
     ]
     env = dict(hosts.env(), ANSIBLE_LOG_PATH=str(log))
-    return subprocess.run([*cmd, *env_log, *extra], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        [*cmd, *env_log, *extra], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
 
 
 def changed_counts(stdout: str) -> dict[str, int]:

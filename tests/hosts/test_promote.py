@@ -71,7 +71,9 @@ def promote(hosts: Any, db: Path, tmp_path: Path, *extra: str) -> tuple[int, dic
     env = dict(hosts.env(), BWTUNE_HOME=str(tmp_path / "home"))
     bwtune = Path(sys.executable).parent / "bwtune"
     cmd = [str(bwtune), "promote", RUN, "-i", str(hosts.inventory), "--db", str(db), "-e", f"@{variables}"]
-    done = subprocess.run([*cmd, *extra, "--json"], capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [*cmd, *extra, "--json"], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
     return done.returncode, json.loads(done.stdout or "{}"), done.stderr
 
 

@@ -64,7 +64,7 @@ def run_role(tmp_path: Path, hub: HubServer, **extra: Any) -> subprocess.Complet
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
     cmd = ["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml")]
     return subprocess.run(
-        [*cmd, "-e", f"@{tmp_path / 'vars.yml'}", "-v"], capture_output=True, text=True, env=env
+        [*cmd, "-e", f"@{tmp_path / 'vars.yml'}", "-v"], capture_output=True, text=True, env=env, check=False
     )
 
 
