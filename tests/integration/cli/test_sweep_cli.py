@@ -44,7 +44,7 @@ def test_sweep_json_imports_results_and_writes_reports(
 def test_ctrl_c_cancels_the_sweep_and_resume_finishes_it(
     sweep_env: dict[str, str], bwtune_home: Path, tmp_path: Path
 ) -> None:
-    matrix = tiny_matrix(tmp_path, ["flashinfer_cutlass", "marlin", "triton"], num_prompts=12)
+    matrix = tiny_matrix(tmp_path, ["flashinfer_cutlass", "marlin", "triton"], num_prompts=6)
     node = tmp_path / "node"
     proc = subprocess.Popen(
         sweep_argv(STANDIN, matrix, node),
