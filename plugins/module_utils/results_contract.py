@@ -149,6 +149,9 @@ LINE_DEFAULTS: Dict[str, Any] = {
     "status": None,
     "simulated": False,
     "stack_fingerprint": None,
+    # The stack's components (stack_info.components): torch, CUDA, SGLang version and commit,
+    # sgl-kernel and its build, FlashInfer, driver. Optional: older lines lack it.
+    "stack": None,
     "gpu": None,
     "sglang_version": None,
     "started_at": None,
@@ -204,6 +207,7 @@ _TYPED_FIELDS: Tuple[Tuple[str, type, str], ...] = (
     ("launch_command", list, "a list"),
     ("reasons", list, "a list"),
     ("release", dict, "an object or null"),
+    ("stack", dict, "an object or null"),
     ("duplicate_of", str, "a config id or null"),
 )
 

@@ -348,3 +348,31 @@ def gather(
     """Probe `python` and build the facts; `driver` overrides asking nvidia-smi."""
     probe = run_probe(run, python)
     return build_facts(probe, python, driver or driver_version(run, nvidia_smi), include_flags)
+
+
+def components(facts: dict | None) -> dict | None:
+    """The stack's components, one short value each, as a results line records them (`stack`),
+    so a regression can name what changed between two runs. None without facts."""
+    if not facts or not facts.get("fingerprint"):
+        return None
+    torch = facts.get("torch") or {}
+    kernel = facts.get("sgl_kernel") or {}
+    sglang = facts.get("sglang") or {}
+    build = None
+    if kernel.get("version"):
+        # What decides the kernels' speed besides the version: the GPU targets and FP4 ops built.
+        build = "%s; fp4 ops: %s" % (
+            " ".join(kernel.get("sm_targets") or []) or "no sm targets",
+            ",".join(kernel.get("fp4_ops") or []) or "none",
+        )
+    return {
+        "fingerprint": facts.get("fingerprint"),
+        "torch": torch.get("version"),
+        "cuda": torch.get("cuda"),
+        "sglang": sglang.get("version"),
+        "sglang_commit": sglang.get("git_commit"),
+        "sgl_kernel": kernel.get("version"),
+        "sgl_kernel_build": build,
+        "flashinfer": (facts.get("flashinfer") or {}).get("version"),
+        "driver": facts.get("driver_version"),
+    }

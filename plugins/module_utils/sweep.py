@@ -27,6 +27,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import (
     planner,
     results_contract,
     results_file,
+    stack_info,
     strategies,
     sweep_state,
 )
@@ -100,6 +101,8 @@ class SweepOptions:
         self.release_timeout_s = float(params.get("release_timeout_s") or 120.0)
         stack = self.facts.get("stack") or {}
         self.fingerprint = str(stack.get("fingerprint") or "unknown")
+        # Every line records the components too: a regression names the one that changed.
+        self.stack_components = stack_info.components(stack)
         self.node = params.get("node") or socket.gethostname()
         # One sweep per node at a time: every sweep whose results share this folder's parent
         # (the node's results root) takes this lock.
@@ -188,6 +191,7 @@ class Sweep:
             "status": status,
             "simulated": self.options.simulated,
             "stack_fingerprint": self.options.fingerprint,
+            "stack": self.options.stack_components,
             "gpu": self.plan.get("gpu"),
             "sglang_version": self.plan.get("sglang_version"),
             "finished_at": _now(),

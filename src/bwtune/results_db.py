@@ -194,6 +194,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (run_id, host, config_id, attempt)
         )""",
     ),
+    # 3: run tags (`bwtune regress` tags its runs `regression`) and named baselines, each
+    # with who set it, when and why.
+    (
+        """CREATE TABLE run_tags (
+            run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+            tag TEXT NOT NULL,
+            PRIMARY KEY (run_id, tag)
+        )""",
+        "CREATE INDEX run_tags_by_tag ON run_tags(tag, run_id)",
+        """CREATE TABLE baselines (
+            name TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            set_by TEXT NOT NULL,
+            set_at TEXT NOT NULL,
+            reason TEXT NOT NULL
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -902,6 +919,52 @@ def nothing_measured(output: Mapping[str, Any]) -> str | None:
             f"see the failures in the report or `bwtune export {output['run_id']} --format json`"
         )
     return f"run {output['run_id']} measured nothing: no config was launched (all pruned or duplicate)"
+
+
+# --------------------------------------------------------------------------- tags and baselines
+
+
+def tag_run(conn: sqlite3.Connection, run_id: str, tag: str) -> None:
+    get_run(conn, run_id)
+    with _transaction(conn):
+        conn.execute("INSERT OR IGNORE INTO run_tags (run_id, tag) VALUES (?, ?)", (run_id, tag))
+
+
+def run_tags(conn: sqlite3.Connection, run_id: str) -> list[str]:
+    return [
+        row[0] for row in conn.execute("SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag", (run_id,))
+    ]
+
+
+def tagged_runs(conn: sqlite3.Connection, tag: str) -> list[str]:
+    """Run ids with the tag, oldest first."""
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT r.run_id FROM runs r JOIN run_tags t USING (run_id) WHERE t.tag = ? "
+            "ORDER BY r.created_at, r.run_id",
+            (tag,),
+        )
+    ]
+
+
+def set_baseline(conn: sqlite3.Connection, name: str, run_id: str, *, set_by: str, reason: str) -> None:
+    """Name a run as a baseline (a name set again moves to the new run)."""
+    get_run(conn, run_id)
+    with _transaction(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO baselines (name, run_id, set_by, set_at, reason) VALUES (?, ?, ?, ?, ?)",
+            (name, run_id, set_by, _now(), reason),
+        )
+
+
+def get_baseline(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+    row = conn.execute("SELECT * FROM baselines WHERE name = ?", (name,)).fetchone()
+    return None if row is None else dict(row)
+
+
+def list_baselines(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [dict(row) for row in conn.execute("SELECT * FROM baselines ORDER BY set_at DESC, name")]
 
 
 # --------------------------------------------------------------------------- helpers

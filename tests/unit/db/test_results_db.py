@@ -22,7 +22,10 @@ def test_connect_creates_wal_database_at_current_schema(tmp_path: Path) -> None:
     assert results_db.schema_version(conn) == results_db.SCHEMA_VERSION >= 1
     # Reopening migrates nothing and keeps the version.
     conn.close()
-    assert results_db.schema_version(results_db.connect(tmp_path / "sub" / "results.db")) == 2
+    assert (
+        results_db.schema_version(results_db.connect(tmp_path / "sub" / "results.db"))
+        == results_db.SCHEMA_VERSION
+    )
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
