@@ -8,8 +8,6 @@ import copy
 import json
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ import yaml
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, matrix, matrix_yaml, sweep
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError, parse
+from bwtune.cli import main
 from bwtune.matrix_file import MatrixFileError, load, loads
 
 REPO = Path(__file__).resolve().parents[1].parent
@@ -37,19 +36,16 @@ def error_of(raw: dict[str, Any]) -> MatrixError:
 # -- 12: size limits, refused before expanding ------------------------------------------
 
 
-def test_plan_of_a_device_or_a_fifo_fails_at_once_without_reading_it(tmp_path: Path) -> None:
+def test_plan_of_a_device_or_a_fifo_fails_at_once_without_reading_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fifo = tmp_path / "matrix.yml"
-    os.mkfifo(fifo)  # reading it would block for ever
+    os.mkfifo(fifo)  # reading it would block for ever; /dev/zero would fill the memory
     for path in ("/dev/zero", str(fifo), str(tmp_path)):
-        done = subprocess.run(
-            [str(Path(sys.executable).parent / "bwtune"), "plan", path],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 2 and done.stdout == ""
-        assert done.stderr.strip().endswith(f"{path}: not a regular file (a matrix is a YAML or JSON file)")
+        assert main(["plan", path]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err.strip().endswith(f"{path}: not a regular file (a matrix is a YAML or JSON file)")
 
 
 def test_a_file_over_the_size_limit_is_refused_unless_the_limit_is_raised(
@@ -59,8 +55,14 @@ def test_a_file_over_the_size_limit_is_refused_unless_the_limit_is_raised(
     big.write_text(EXAMPLE.read_text() + "#" * matrix_yaml.MAX_BYTES + "\n")
     with pytest.raises(MatrixFileError, match=r"big.yml: larger than 1048576 bytes.*BWTUNE_MATRIX_MAX_BYTES"):
         load(big)
-    monkeypatch.setenv(matrix_yaml.BYTES_ENV, str(2 * matrix_yaml.MAX_BYTES))
-    assert load(big).data["hardware"]["gpu"] == "sm120"
+    small = tmp_path / "small.yml"
+    small.write_text(EXAMPLE.read_text())
+    size = small.stat().st_size
+    monkeypatch.setenv(matrix_yaml.BYTES_ENV, str(size - 1))
+    with pytest.raises(MatrixFileError, match=f"small.yml: larger than {size - 1} bytes"):
+        load(small)
+    monkeypatch.setenv(matrix_yaml.BYTES_ENV, str(size))
+    assert load(small).data["hardware"]["gpu"] == "sm120"
 
 
 def anchor_bomb(levels: int) -> str:

@@ -139,8 +139,10 @@ def test_a_killed_node_sweep_is_reported_as_such_with_what_it_finished_and_its_s
             time.sleep(0.05)
         else:
             raise AssertionError("never saw a measured config and a server in its workload")
-        server = json.loads(Path(f"{results}.inflight.json").read_text())
         os.kill(state["pid"], signal.SIGKILL)  # only the node's sweep; the play goes on
+        # What the dead sweep left: its final in-flight record (written before each start).
+        server = json.loads(Path(f"{results}.inflight.json").read_text())
+        assert server["config_id"] not in {line["config_id"] for line in read_lines(results)}
         stdout, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -153,9 +155,10 @@ def test_a_killed_node_sweep_is_reported_as_such_with_what_it_finished_and_its_s
     assert "ended before it finished" in result["error"] and str(results) in result["error"], result
     finished = [line for line in read_lines(results) if line["status"] == "ok"]
     assert len(finished) == 1 and result["results"] == finished
-    assert result["leftover_stopped"]["pid"] == server["pid"]
+    stopped = result["leftover_stopped"]
+    assert stopped["config_id"] == server["config_id"] and stopped["port"] == server["port"]
     # Stopped by the follow-up, not left for a resume.
-    assert not launcher.is_running(server["pid"], server["start_ticks"])
+    assert not launcher.is_running(stopped["pid"], launcher.start_ticks_of(stopped["pid"]))
     assert not launcher.port_open("127.0.0.1", server["port"])
     node.assert_nothing_left()
 
