@@ -31,10 +31,12 @@ subprocess.check_call([sys.executable, "-m", "pip", "install", *args], env=os.en
 PY
 
 mkdir -p "$dest"
-# Only what the collection ships (galaxy.yml's build_ignore leaves out the Python package,
-# its tests and tools), plus ansible-test's own config under tests/.
-git ls-files -co --exclude-standard -z \
-    | grep -zvE '^(src|benchmarks|scripts|\.ci)/|^tests/(unit|integration|oracle|standin|fixtures)/|^(pyproject\.toml|hatch_build\.py|Makefile)$' \
-    | tar --null -T - -cf - | tar -C "$dest" -xf -
+# Exactly what the collection ships: its galaxy tarball (galaxy.yml's build_ignore leaves
+# out the Python package, tests, Molecule scenarios and tools), unpacked, plus
+# ansible-test's own config (tests/config.yml, tests/sanity/ if any).
+ansible-galaxy collection build --output-path "$work/tarball" "$root" >/dev/null
+tar -C "$dest" -xzf "$work"/tarball/*.tar.gz
+(cd "$root" && git ls-files -co --exclude-standard -z -- tests/config.yml tests/sanity \
+    | tar --null -T - -cf -) | tar -C "$dest" -xf -
 cd "$dest"
 ansible-test sanity --venv --python 3.11 "$@"
