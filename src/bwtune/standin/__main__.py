@@ -166,7 +166,7 @@ def prepare(argv: list[str]) -> tuple[ServerState, float]:
         served_model_name=str(args.get("served-model-name") or args.get("model-path")),
         api_key=args.get("api-key"),
         max_running=int(max_running),
-        seed=choose_seed(args, normalized),
+        seed=choose_seed(args, match_flags),
     )
     state.verdict_recorded = verdict is not None
     state.resolved = match_flags
