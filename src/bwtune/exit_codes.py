@@ -7,6 +7,8 @@ import signal
 OK = 0
 # A host failed or was unreachable, or a run is still running on a node (stderr says which).
 HOST_FAILED = 1
+# `bwtune regress` found a regression (a config slower, or failing, against its history).
+REGRESSION = 1
 # Bad input: inventory, --limit, matrix, run id, -e, an unusable results database.
 BAD_INPUT = 2
 # The sweep ran but measured nothing: every launch failed or nothing was launched.

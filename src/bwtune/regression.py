@@ -76,6 +76,9 @@ class Settings:
             raise ValueError(f"alpha {self.alpha}: between 0 and 1")
 
 
+DEFAULT_SETTINGS = Settings()
+
+
 def goal_of(metric: str, objective: Mapping[str, Any] | None = None) -> str:
     """max or min: the objective's own goal for its metric, else by the metric's unit."""
     if objective and objective.get("metric") == metric and objective.get("goal"):
@@ -162,7 +165,7 @@ def compare(
     *,
     metric: str,
     goal: str,
-    settings: Settings = Settings(),
+    settings: Settings = DEFAULT_SETTINGS,
     history: Sequence[Launches] = (),
 ) -> Verdict:
     """The verdict for one metric of one config: candidate launches against reference ones.
@@ -182,7 +185,11 @@ def compare(
         )
     change = cand_median / ref_median - 1.0
     p_value = float(stats.mannwhitneyu(cand, ref, alternative="two-sided").pvalue)
-    between, _dof = launch_noise(reference, candidate, *history)
+    # Runs of one launch each say nothing alone: together they show the launch spread (and any
+    # real change among them, which only makes the verdict more careful).
+    singles = [launch for side in history if len(side) == 1 for launch in side]
+    several = [side for side in history if len(side) > 1]
+    between, _dof = launch_noise(reference, candidate, *several, singles)
     within = repetition_noise(reference, candidate) or 0.0
     if between is not None:
         noise = between * math.sqrt(1 / max(1, counts[0]) + 1 / max(1, counts[1]))
@@ -322,7 +329,7 @@ class HistoryPoint:
 
 
 def change_points(
-    history: Sequence[HistoryPoint], goal: str, settings: Settings = Settings()
+    history: Sequence[HistoryPoint], goal: str, settings: Settings = DEFAULT_SETTINGS
 ) -> list[ChangePoint]:
     """Where the level of a config's history moved (measured runs only, oldest first)."""
     measured = [point for point in history if point.level is not None]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from bwtune.report.html import render_html
 from bwtune.report.markdown import render_markdown
@@ -19,10 +21,20 @@ __all__ = ["SIMULATED_LABEL", "ReportData", "load_report", "render_html", "rende
 
 
 def write_report(
-    conn: sqlite3.Connection, run_id: str, *, html_path: Path | None = None, md_path: Path | None = None
+    conn: sqlite3.Connection,
+    run_id: str,
+    *,
+    html_path: Path | None = None,
+    md_path: Path | None = None,
+    regression: dict[str, Any] | None = None,
 ) -> ReportData:
-    """Render the run's report to the given paths (atomically: a reader never sees half a file)."""
+    """Render the run's report to the given paths (atomically: a reader never sees half a file).
+
+    `regression` (bwtune.regression_history's to_dict) adds the regression section: the
+    history per config with its level, change points and baseline."""
     data = load_report(conn, run_id)
+    if regression is not None:
+        data = replace(data, regression=regression)
     if html_path is not None:
         _write_atomic(html_path, render_html(data))
     if md_path is not None:

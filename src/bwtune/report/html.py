@@ -9,6 +9,7 @@ from typing import Any
 from bwtune import __version__
 from bwtune.report import svg
 from bwtune.report.model import SIMULATED_LABEL, ReportData, Row
+from bwtune.report.regression_chart import regression_section
 
 _CSS = """
 :root { --fg:#111827; --muted:#6b7280; --line:#e5e7eb; --ok:#16a34a; --bad:#b91c1c; --bg:#f8fafc; }
@@ -316,6 +317,9 @@ def render_html(data: ReportData) -> str:
         _section(data, "failures", "Failures by class, and configs not launched", _failures(data)),
         _section(data, "stack", "Hosts and stack fingerprint", _stack(data)),
     ]
+    if data.regression is not None:  # a `bwtune regress` run: its history per config, first
+        body = regression_section(data.regression)
+        sections.insert(0, _section(data, "regression", "Regression against history", body))
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

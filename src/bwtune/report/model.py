@@ -66,6 +66,7 @@ class ReportData:
     not_launched: dict[str, list[Row]] = field(default_factory=dict)  # pruned, duplicate
     label_axes: list[str] = field(default_factory=list)  # what short_label's values are
     resolution: list[str] = field(default_factory=list)  # what SGLang changes in the winner's argv
+    regression: dict[str, Any] | None = None  # bwtune regress's analysis (regression_history.to_dict)
 
     @property
     def objective_text(self) -> str:

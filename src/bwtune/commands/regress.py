@@ -1,0 +1,189 @@
+"""`bwtune regress`: measure the matrix's configs again and compare them with their history.
+
+Each repetition is a launch of every config: the first through `bwtune sweep`'s own path
+(`sweep.run_sweep`), the others as forced resumes of the same run (the database keeps each
+earlier launch as a superseded line). The run is tagged `regression`; the verdicts, change
+points and attribution come from `bwtune.regression_history`, the files from
+`bwtune.regression_outputs`. Exit codes: 0 no regression, 1 regression, 2 bad input or a
+failed run. docs/regression.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from bwtune import exit_codes, regression, regression_history, regression_outputs, report, results_db, runner
+from bwtune.commands import _playbook_options as playbook_options
+from bwtune.commands import sweep
+
+NAME = "regress"
+HELP = "Measure the matrix's configs with repetitions and compare them with their history (regressions)."
+
+# A repetition is a launch: the launch-to-launch spread is most of the noise (docs/regression.md).
+DEFAULT_REPETITIONS = 8
+MAX_REPETITIONS = 50
+# A regression matrix pins a few configs (production and some alternates), not a search.
+MAX_CONFIGS = 32
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    playbook_options.add_arguments(parser, inventory_required=True)
+    parser.add_argument("-m", "--matrix", required=True, help="the pinned configs (a sweep matrix, YAML)")
+    parser.add_argument("--baseline", metavar="NAME", help="compare with this named baseline's run")
+    parser.add_argument(
+        "--min-effect",
+        type=float,
+        default=regression.Settings.min_effect,
+        help="smallest relative change that counts (default 0.03: 3%%)",
+    )
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=DEFAULT_REPETITIONS,
+        help=f"launches of each config (default {DEFAULT_REPETITIONS}; docs/regression.md has a table)",
+    )
+    parser.add_argument(
+        "--node-results-dir", help="where nodes keep results files (default: the sweep role's)"
+    )
+    parser.add_argument(
+        "--output-dir", type=Path, help="also write the outputs here (default: the run's folder)"
+    )
+    parser.add_argument(
+        "--textfile", type=Path, help="write the Prometheus textfile here too (node_exporter)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the verdicts as JSON on stdout")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = regression.Settings(min_effect=args.min_effect)
+        settings.check()
+        if not 1 <= args.repetitions <= MAX_REPETITIONS:
+            raise sweep.BadInput(f"--repetitions {args.repetitions}: between 1 and {MAX_REPETITIONS}")
+        results_db.check_writable()
+        if args.baseline:
+            _check_baseline(args.baseline)
+        request = _request(args)
+    except (
+        ValueError,
+        sweep.BadInput,
+        runner.InventoryError,
+        playbook_options.ExtraVarsError,
+        results_db.StorageError,
+        LookupError,
+    ) as exc:
+        print(f"bwtune regress: {exc}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    failed = measure(request, args.repetitions)
+    if failed is not None:
+        return failed
+    conn = results_db.connect()
+    try:
+        results_db.tag_run(conn, request.run_id, regression_history.TAG)
+        analysis = regression_history.analyze(conn, request.run_id, settings, baseline=args.baseline)
+        folder = results_db.run_dir(request.run_id)
+        written = regression_outputs.write_all(analysis, folder, args.textfile)
+        if args.output_dir:
+            written.update(
+                {f"copy {k}": v for k, v in regression_outputs.write_all(analysis, args.output_dir).items()}
+            )
+        report.write_report(
+            conn, request.run_id, html_path=folder / "report.html", md_path=folder / "report.md",
+            regression=analysis.to_dict(),
+        )  # fmt: skip
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps({**analysis.to_dict(), "files": {k: str(v) for k, v in written.items()}}, indent=2))
+    else:
+        print(regression_outputs.markdown(analysis), end="")
+        print(f"report: {folder / 'report.html'}")
+        for what, path in written.items():
+            print(f"{what}: {path}")
+    return exit_codes.REGRESSION if analysis.regressed else exit_codes.OK
+
+
+def _request(args: argparse.Namespace) -> sweep.SweepRequest:
+    extra_vars = playbook_options.check_extra_vars(args.extra_vars)
+    matrix = sweep.load_matrix(args.matrix)  # before the inventory: the cheaper check first
+    _check_size(matrix, str(args.matrix))
+    inventory = runner.load_inventory(args.inventory, args.limit)
+    request = sweep.SweepRequest(
+        inventory=inventory,
+        matrix=matrix,
+        matrix_source=str(args.matrix),
+        run_id=runner.new_run_id(),
+        limit=args.limit,
+        strategy="grid",  # every pinned config, every time
+        forks=args.forks,
+        node_results_dir=args.node_results_dir,
+        quiet=args.quiet,
+        extra_vars=extra_vars,
+        verbosity=playbook_options.verbosity(args),
+    )
+    return request
+
+
+def _check_size(matrix: dict[str, Any], source: str) -> None:
+    from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+
+    try:
+        configs = plan(matrix).to_dict()["configs"]
+    except Exception:  # `gpu: auto` matrices are planned on the node; the node refuses
+        return
+    valid = sum(1 for c in configs if c["status"] == "valid")
+    if valid > MAX_CONFIGS:
+        raise sweep.BadInput(
+            f"{source}: {valid} configs; a regression matrix pins at most {MAX_CONFIGS} "
+            "(the production config and a few alternates)"
+        )
+
+
+def _check_baseline(name: str) -> None:
+    conn = results_db.connect()
+    try:
+        if results_db.get_baseline(conn, name) is None:
+            raise LookupError(f"--baseline {name}: no such baseline (bwtune baseline list shows them)")
+    finally:
+        conn.close()
+
+
+def measure(request: sweep.SweepRequest, repetitions: int) -> int | None:
+    """Launch every config `repetitions` times; None when all went, else the exit code."""
+    for number in range(1, repetitions + 1):
+        step = request if number == 1 else dataclasses.replace(request, resumed=True, force=True)
+        outcome = sweep.run_sweep(step)
+        for message in outcome.messages:
+            if not message.startswith("replaced: "):  # every forced repetition replaces: no news
+                print(f"bwtune regress: {message}", file=sys.stderr)
+        if outcome.exit_code == exit_codes.CANCELED:
+            return exit_codes.CANCELED
+        # Every launch failing is a result (ok -> failed is a regression), not a failed run.
+        if outcome.exit_code not in (exit_codes.OK, exit_codes.NOTHING_MEASURED):
+            print(
+                f"bwtune regress: repetition {number}/{repetitions} of run {request.run_id} failed "
+                f"(sweep exit {outcome.exit_code}); no verdicts",
+                file=sys.stderr,
+            )
+            _tag_anyway(request.run_id)
+            return exit_codes.BAD_INPUT
+    return None
+
+
+def _tag_anyway(run_id: str) -> None:
+    """A failed regression run is still one: keep it tagged so its results are found."""
+    try:
+        conn = results_db.connect()
+        try:
+            results_db.tag_run(conn, run_id, regression_history.TAG)
+        finally:
+            conn.close()
+    except (results_db.UnknownRunError, sqlite3.Error, OSError):
+        pass
