@@ -212,6 +212,8 @@ def _first_match(pattern: "re.Pattern[str]", lines: Sequence[str], skip: "re.Pat
 # it is advice, not evidence of an OOM.
 _ADVICE = re.compile(r"^\d+\.\s|^Possible solutions|set --mem-fraction-static to a smaller value")
 _NOTHING = re.compile(r"(?!x)x")
+# SGLang logs optional model modules it could not import and goes on: not a broken stack.
+_IGNORED_IMPORT = re.compile(r"Ignore import error")
 _ERRORISH = re.compile(r"error|exception|fail|abort|killed", re.I)
 
 
@@ -230,7 +232,7 @@ def classify(lines: Sequence[str], *, exited: bool, returncode: Optional[int]) -
     if not exited:
         return Failure(STARTUP_TIMEOUT, _last_line(clean), ["still running"])
 
-    broken = _first_match(_BROKEN_STACK, clean, _NOTHING)
+    broken = _first_match(_BROKEN_STACK, clean, _IGNORED_IMPORT)
     if broken is not None:
         return Failure(CRASHED, _short(broken), ["broken software stack"])
     argparse_line = _first_match(_ARGPARSE, clean, _NOTHING)

@@ -62,6 +62,10 @@ def test_memory_and_hardware_phrases_win_and_advice_is_not_evidence():
     assert cls(["NotImplementedError: trtllm-gen MoE kernels are SM100-only"]) == "unsupported-hardware"
     broken = ["ImportError: /x/common_ops.abi3.so: undefined symbol: _ZN3c10", "- Compute capability: 120"]
     assert cls(broken) == "crashed"
+    # SGLang's notice about optional model modules is no broken stack
+    notice = "[TP0] Ignore import error when loading sglang.srt.models.nemotron_h: No module named 'cuda'"
+    hang = classify([notice, "Capture cuda graph begin."], exited=True, returncode=1)
+    assert hang.failure_class == "crashed" and "broken software stack" not in hang.evidence
 
 
 def test_collector_prefixes_are_stripped():
