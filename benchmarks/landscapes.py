@@ -80,6 +80,13 @@ def mission(profile: Profile, plan: dict[str, Any]) -> Landscape:
     return Landscape("mission", "profile", profile.cv, values, ratios)
 
 
+def flat(profile: Profile, plan: dict[str, Any]) -> Landscape:
+    """Every config as fast as the profile's baseline: no axis matters, only the noise does."""
+    values, ratios = _profile_values(profile, plan)
+    level = values[plan["launches"][0]["config"]]
+    return Landscape("flat", "flat", profile.cv, dict.fromkeys(values, level), ratios)
+
+
 def randomized(profile: Profile, plan: dict[str, Any], axes: dict[str, list[Any]], seed: int) -> Landscape:
     rng = random.Random(seed)
     kind = KINDS[seed % len(KINDS)]

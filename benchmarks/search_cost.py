@@ -322,6 +322,22 @@ def by_kind(result: dict[str, Any], name: str) -> str:
     return "\n".join(rows)
 
 
+def flat_table(names: tuple[str, ...], warm_caches: bool = False, repeats: int = 10) -> str:
+    """Each strategy on the flat landscape (no axis matters), over `repeats` noise seeds."""
+    profile = load_profile()
+    matrix, plan = mission_plan()
+    world = landscapes.flat(profile, plan)
+    rows = ["| strategy on the flat landscape | % of grid | launches mean |", "|---|---|---|"]
+    grid = statistics.fmean(
+        run_one("grid", profile, plan, matrix, world, n, warm_caches).gpu_hours for n in range(repeats)
+    )
+    for name in names:
+        runs = [run_one(name, profile, plan, matrix, world, n, warm_caches) for n in range(repeats)]
+        share = statistics.fmean(o.gpu_hours for o in runs) / grid
+        rows.append(f"| {name} | {100 * share:.0f}% | {statistics.fmean(o.launches for o in runs):.1f} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--landscapes", type=int, default=50, help="randomized landscapes (default 50)")
@@ -347,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(profile {result['profile']}, {result['caches']} caches)"
     )
     print(table(result))
+    print()
+    print(flat_table(names, warm_caches=args.caches == "warm"))
     print()
     print("adaptive by landscape kind:")
     print(by_kind(result, "adaptive"))
