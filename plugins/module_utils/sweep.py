@@ -215,9 +215,10 @@ class Sweep:
     # -- the run ------------------------------------------------------------------------
 
     def run(self) -> Dict[str, Any]:
-        _writing(self.options.log_dir, os.makedirs, self.options.log_dir, exist_ok=True)
-        self._node_lock = _lock_node(self.options)
+        # This run first (a resume of a run still running says so), then the node.
         self._lock = _lock_results(self.options.results_path)
+        self._node_lock = _lock_node(self.options)
+        _writing(self.options.log_dir, os.makedirs, self.options.log_dir, exist_ok=True)
         sweep_state.remove_stale_tmp(self.options.results_path)
         leftover = sweep_state.stop_leftovers(self.options.results_path)
         previous = {} if self.options.force else self.results.measured(self.options.fingerprint)
@@ -522,7 +523,12 @@ def _lock_results(results_path: str) -> int:
 
     The lock is the kernel's (flock), so it goes with the process, killed or not.
     """
-    fd = sweep_state.hold_results(results_path)
+    try:
+        fd = sweep_state.hold_results(results_path)
+    except OSError as exc:
+        raise SweepFailed(
+            "cannot write %s: %s" % (exc.filename or results_path, exc.strerror or exc)
+        ) from None
     if fd is None:
         progress = sweep_state.read_progress(results_path) or {}
         run_id = progress.get("run_id") or os.path.basename(os.path.dirname(results_path))

@@ -115,6 +115,14 @@ def followed(node: Node) -> dict[str, Any]:
     return dict(follow[-1]["result"])
 
 
+def _wait_for_the_async_wrapper_to_clean_up(node: Node, timeout: float = 60) -> None:
+    remote_tmp = node.root / "ansible" / "remote-tmp"
+    deadline = time.monotonic() + timeout
+    while list(remote_tmp.glob("ansible-tmp-*")):
+        assert time.monotonic() < deadline, "the async job's module folder was never removed"
+        time.sleep(0.05)
+
+
 def test_a_killed_node_sweep_is_reported_as_such_with_what_it_finished_and_its_server_stopped(
     node: Node,
 ) -> None:
@@ -170,6 +178,9 @@ def test_a_resume_whose_node_sweep_fails_at_once_fails_and_no_secret_is_written_
     assert first.returncode == 0, first.stdout[-3000:]
     assert followed(node)["result"]["summary"]["by_status"] == {"ok": 1}
 
+    # While the async job runs, its module (arguments included) waits in a 0700 temp folder,
+    # as every Ansible module does; the async wrapper removes it when the job ends.
+    _wait_for_the_async_wrapper_to_clean_up(node)
     # Every artifact of the run: the node's results folder, the async job files, Ansible's
     # temp folders, the job events, the play's own output.
     artifacts = [
