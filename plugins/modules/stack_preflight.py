@@ -169,7 +169,7 @@ def main() -> None:
 
     python = p["python"] if os.sep in p["python"] else module.get_bin_path(p["python"])
     python_version = None
-    if python:
+    if python and os.access(python, os.X_OK):
         rc, out, _err = module.run_command(
             [python, "-c", "import platform; print(platform.python_version())"]
         )
