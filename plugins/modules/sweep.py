@@ -19,8 +19,11 @@ description:
     timeout, crash, wrong output) is recorded and the sweep goes on. A server left running
     after its stop is a failure of the sweep.
   - Resumes. A re-run with the same results file skips configs already measured for the
-    same stack fingerprint, unless O(force=true), and first stops a server a killed earlier
-    run left behind.
+    same stack fingerprint, unless O(force=true), and first stops any server a killed earlier
+    run left behind, found by its in-flight record (written before each start) or by
+    C(BWTUNE_SWEEP_RESULTS=<results_path>) in its environment.
+  - One sweep per results file and one per node (O(node_lock)) at a time; a launch whose port
+    another process takes first is started again on another port.
   - Meant to run under C(async) with C(poll=0), followed by M(bwtune.sglang.sweep_progress).
   - In check mode it returns the plan and launches nothing.
 options:
