@@ -231,3 +231,31 @@ def test_stop_leftover_from_the_inflight_marker_file(tmp_path, no_gpu_tool, star
     assert not alive(h.pid)
     assert launcher.stop_leftover(rf.inflight_path) is None  # nothing left to stop
     assert launcher.stop_leftover(str(tmp_path / "missing.json")) is None
+
+
+def test_a_marked_server_and_its_children_are_found_by_their_environment(tmp_path, no_gpu_tool):
+    port = free_port()
+    h = start_server(
+        [sys.executable, FAKE, "--port", str(port), "--mode", "healthy", "--grandchild"],
+        port=port,
+        log_path=str(tmp_path / "marked.log"),
+        env={launcher.SERVER_MARKER: str(tmp_path / "results.jsonl")},
+    )
+    try:
+        assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
+        found = launcher.marked_pids(str(tmp_path / "results.jsonl"))
+        assert h.pid in found and len(found) == 2  # the server and the helper it forked
+        assert launcher.marked_pids(str(tmp_path / "other.jsonl")) == set()
+    finally:
+        stop_server(h, grace_s=2)
+    assert launcher.marked_pids(str(tmp_path / "results.jsonl")) == set()
+
+
+def test_a_port_lost_to_another_process_is_told_from_a_crash():
+    assert launcher.address_in_use(
+        [
+            "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): "
+            "address already in use"
+        ]
+    )
+    assert not launcher.address_in_use(["RuntimeError: CUDA error: an illegal memory access was encountered"])
