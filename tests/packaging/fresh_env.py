@@ -8,11 +8,12 @@ is the dev venv's (`pip --python`), so a fresh venv needs no pip of its own.
 
 from __future__ import annotations
 
+import email
 import os
 import re
 import subprocess
 import sys
-from importlib.metadata import requires
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,9 +21,13 @@ WHEELHOUSE = REPO / "build" / "packaging-wheelhouse"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 
 
-def runtime_requirements() -> list[str]:
-    """bwtune's own dependencies, without the extras (read from the installed metadata)."""
-    return [r for r in requires("bwtune") or [] if "extra ==" not in r]
+def runtime_requirements(wheel: Path) -> list[str]:
+    """A wheel's own dependencies, without the extras (from its METADATA, not from the dev
+    venv's install, which may predate a dependency added since)."""
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.message_from_bytes(z.read(name))
+    return [r for r in metadata.get_all("Requires-Dist") or [] if "extra ==" not in r]
 
 
 def _dev_pins(dest: Path) -> Path:
@@ -35,14 +40,12 @@ def _dev_pins(dest: Path) -> Path:
     return dest
 
 
-def fill_wheelhouse(work: Path) -> None:
-    """Wheels for every runtime dependency, at the dev venv's versions."""
+def fill_wheelhouse(requirements: list[str], work: Path) -> None:
+    """Wheels for these requirements and their dependencies, at the dev venv's versions."""
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     constraints = _dev_pins(work / "dev-pins.txt")
     subprocess.run(
-        [*PIP, "wheel", "-w", str(WHEELHOUSE), "-c", str(constraints), *runtime_requirements()],
-        check=True,
-        timeout=900,
+        [*PIP, "wheel", "-w", str(WHEELHOUSE), "-c", str(constraints), *requirements], check=True, timeout=900
     )
 
 
@@ -52,7 +55,10 @@ def make_venv(path: Path, requirements: list[str], work: Path) -> Path:
     python = path / "bin" / "python"
     install = [*PIP, "--python", str(python), "install", "--no-index", "--find-links", str(WHEELHOUSE)]
     if subprocess.run([*install, *requirements], check=False, timeout=600).returncode != 0:
-        fill_wheelhouse(work)  # first run, or pins moved: fetch what is missing, then offline again
+        # First run, or a dependency or pin moved: fetch what is missing, then offline again.
+        wheels = [Path(r) for r in requirements if r.endswith(".whl")]
+        fill_wheelhouse([r for r in requirements if not r.endswith(".whl")]
+                        + [d for w in wheels for d in runtime_requirements(w)], work)  # fmt: skip
         subprocess.run([*install, *requirements], check=True, timeout=600)
     return path / "bin"
 
