@@ -63,7 +63,7 @@ def collection_files(root: Path) -> dict[str, str]:
     return files
 
 
-class CollectionHook(BuildHookInterface):  # type: ignore[type-arg]
+class CollectionHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
