@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Is the SGLang unit serving? Wait for /health_generate; if not, say why from its journal.
 
-The failure classes are the sweep's (`launcher.classify_failure`): a unit that exited is
+The failure classes are the sweep's (`failure_classifier.classify_failure`): a unit that exited is
 `invalid-args`, `unsupported-hardware`, `oom` or `crashed`; one still starting at the deadline
 is `startup-timeout`.
 """
@@ -14,12 +14,7 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-try:  # the classifier is moving to a module of its own; the launcher re-exports it meanwhile
-    from ansible_collections.bwtune.sglang.plugins.module_utils.failures import (
-        classify_failure,
-    )
-except ImportError:
-    from ansible_collections.bwtune.sglang.plugins.module_utils.launcher import classify_failure
+from ansible_collections.bwtune.sglang.plugins.module_utils.failure_classifier import classify_failure
 
 JOURNAL_LINES = 50
 CLASSIFY_LINES = 400  # the classifier reads further back than is shown (the sweep reads 400 too)
