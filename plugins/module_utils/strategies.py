@@ -20,7 +20,7 @@ decides the next one. The caller launches, measures, records, then resumes it.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, strategy_model
 
@@ -260,8 +260,9 @@ def adaptive(
     errors of one score (``error``, or the model's misfit when larger) times the model's
     spread for its values. The next launch is the config with the highest bound (one with
     a value never measured comes first: nothing is known of it); the search stops when no
-    bound beats the best measured score by more than ``error``. Every decision reads only the scoreboard, in
-    plan order: a resumed sweep decides the same.
+    bound beats the best measured score by more than ``error``. Every decision reads only
+    the scoreboard, in plan order: a resumed sweep decides the same, whatever order the
+    results file holds its lines in.
     """
     error = ADAPTIVE_ERROR if error is None else error
     z = ADAPTIVE_Z if z is None else z
@@ -325,6 +326,3 @@ def run_order(
     if strategy in ("grid", "screen"):
         return grid(plan, scores)
     raise ValueError("unknown strategy %r (expected one of %s)" % (strategy, ", ".join(STRATEGIES)))
-
-
-ScreenCheck = Callable[[Dict[str, Any]], bool]
