@@ -311,6 +311,34 @@ def adaptive(
         yield chosen
 
 
+def planned_launches(
+    plan: Dict[str, Any],
+    axes: Optional[Dict[str, List[Any]]] = None,
+    baseline: Optional[Dict[str, Any]] = None,
+) -> Dict[str, Tuple[int, int]]:
+    """The fewest and the most launches each strategy can make on a plan, before any result.
+
+    Without ``axes`` the values of each axis are read from the plan's points, in the order
+    the matrix expanded them (what the node's sweep gets from the matrix).
+    """
+    if axes is None:
+        axes = {}
+        for config in plan.get("configs", []):
+            for axis, value in config["point"].items():
+                if value not in axes.setdefault(axis, []):
+                    axes[axis].append(value)
+    valid = len(_valid_ids(plan))
+    scores = Scoreboard(Objective(None, results_contract.DEFAULT_METRIC))
+    # Nothing is recorded here, so the pass names the baseline once per axis: count ids once.
+    first_pass = len(set(one_axis_at_a_time(plan, scores, axes, baseline)))
+    return {
+        "grid": (valid, valid),
+        "coordinate": (first_pass, min(first_pass + 1, valid)),
+        "screen": (valid, valid),
+        "adaptive": (first_pass, valid),
+    }
+
+
 def run_order(
     strategy: str,
     plan: Dict[str, Any],

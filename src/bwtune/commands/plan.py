@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import strategies
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
 from ansible_collections.bwtune.sglang.plugins.module_utils.planner import Plan, plan
@@ -93,7 +94,7 @@ def print_plan(result: Plan, stream: TextIO | None = None) -> None:
         f"{s['valid']} valid, {s['pruned']} pruned, {s['duplicates']} duplicates\n"
         f"{s['launches']} launches x {s['workloads_per_launch']} workloads, "
         f"about {est['gpu_hours']} GPU-hours (estimate: {est['startup_s']:.0f} s startup, "
-        f"{est['per_launch_s']:.0f} s per launch)"
+        f"{est['per_launch_s']:.0f} s per launch)\n{_by_strategy(result)}"
     )
     console.print_table(
         ["id", *result.axes, "status", "reason"],
@@ -101,6 +102,20 @@ def print_plan(result: Plan, stream: TextIO | None = None) -> None:
         title=f"SGLang {result.sglang_version} on {result.gpu}: {result.model_path}",
         caption=caption,
         stream=stream,
+    )
+
+
+def _by_strategy(result: Plan) -> str:
+    """Launches and GPU-hours per sweep strategy (full launches; screening makes some cheaper)."""
+    per_launch = result.summary["estimate"]["gpu_hours"] / max(result.summary["launches"], 1)
+    parts = []
+    for name, (fewest, most) in strategies.planned_launches(result.to_dict()).items():
+        launches = str(fewest) if fewest == most else f"{fewest}-{most}"
+        hours = f"{fewest * per_launch:.1f}" + ("" if fewest == most else f"-{most * per_launch:.1f}")
+        parts.append(f"{name} {launches} launches ({hours} GPU-h)")
+    return (
+        "by strategy: " + ", ".join(parts) + "; screen and adaptive screen each launch first, "
+        "adaptive stops when nothing can win (docs/benchmarks.md, Search cost)"
     )
 
 
