@@ -12,7 +12,8 @@ version_added: "0.1.0"
 description:
   - Checks the NVIDIA driver version, the GPU's SM tag (from M(bwtune.sglang.gpu_facts)),
     free disk where the build, the stacks and the checkpoint go, memory and cores for the
-    build's job count, the Python that will create the stack venv, and glibc.
+    build's job count, the Python that will create the stack venv, glibc, and that the
+    node's Ansible Python has C(packaging) (Ansible's pip module needs it).
   - Fails with one line per missing piece, each with the numbers found and needed.
   - Decides the build's job count from available memory and cores (or checks a requested one
     and refuses it when the jobs would not fit in memory).
@@ -125,7 +126,9 @@ failures:
   returned: always
 """
 
+import importlib.util
 import os
+import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -179,6 +182,13 @@ def main() -> None:
     libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else None
     glibc = libc.split()[-1] if libc and libc.startswith("glibc") else None
     failures += pf.check_glibc(glibc, p["glibc_below"])
+
+    # The build roles install with Ansible's pip module, which imports `packaging` on the node.
+    if importlib.util.find_spec("packaging") is None:
+        failures.append(
+            f"ansible python: {sys.executable} has no 'packaging' module, which Ansible's pip module "
+            "needs (install python3-packaging)"
+        )
 
     cores = len(os.sched_getaffinity(0))
     failures += pf.check_cores(cores, p["min_cores"])
