@@ -28,10 +28,36 @@ def hosts(make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="module")
 def converged(hosts: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     log = tmp_path_factory.mktemp("ansible-log") / "ansible.log"
+    unit = f"/etc/systemd/system/{stack.UNIT}"
+    fresh = {name: hosts.ssh(name, "test", "-e", unit).returncode != 0 for name in hosts.names}
+    check = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS}, "--check", log=log)
+    made_by_check = {
+        name: hosts.ssh(name, "test", "-e", unit).returncode == 0
+        or hosts.ssh(name, "id", "bwtune-sglang").returncode == 0
+        for name in hosts.names
+    }
     first = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS}, "-vv", log=log)
     assert first.returncode == 0, first.stdout[-4000:]
     again = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS}, log=log)
-    return {"first": first, "again": again, "log": log}
+    return {
+        "check": check,
+        "fresh": fresh,
+        "made_by_check": made_by_check,
+        "first": first,
+        "again": again,
+        "log": log,
+    }
+
+
+def test_check_mode_on_a_fresh_host_reports_changes_and_makes_nothing(
+    hosts: Any, converged: dict[str, Any]
+) -> None:
+    fresh = [name for name, was_fresh in converged["fresh"].items() if was_fresh]
+    if not fresh:
+        pytest.skip("the hosts already had the unit (another test module installed it)")
+    assert converged["check"].returncode == 0, converged["check"].stdout[-3000:]
+    assert all(stack.changed_counts(converged["check"].stdout)[name] > 0 for name in fresh)
+    assert not any(converged["made_by_check"][name] for name in fresh)  # no unit, no user
 
 
 def test_unit_runs_under_its_own_user_and_serves(hosts: Any, converged: dict[str, Any]) -> None:
