@@ -18,10 +18,11 @@ ROOTFS=${TESTHOSTS_ROOTFS:-$REPO/build/testhosts/rootfs}
 MIRROR=${TESTHOSTS_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 # What every host has. g++/make/git let a host build (fleet builds); the CUDA toolkit is
-# bind-mounted from the controller when a test needs it (--bind-ro).
-PACKAGES=python3,python3-venv,openssh-server,iproute2,systemd,systemd-sysv,dbus,sudo,ca-certificates,g++,make,git
+# bind-mounted from the controller when a test needs it (--bind-ro). python3-packaging:
+# Ansible's pip module needs it on the node.
+PACKAGES=python3,python3-venv,python3-packaging,openssh-server,iproute2,systemd,systemd-sysv,dbus,sudo,ca-certificates,g++,make,git
 # Bump when the configuration written into the rootfs changes: the cache is rebuilt.
-ROOTFS_VERSION=1
+ROOTFS_VERSION=2
 SLOTS=/run/bwtune-testhosts        # one /24 per running set of hosts (several test runs at once)
 BOOT_TIMEOUT=${TESTHOSTS_BOOT_TIMEOUT:-90}
 STOP_GRACE=${TESTHOSTS_STOP_GRACE:-10}
@@ -78,16 +79,24 @@ cmd_rootfs() {
     (
         flock 9
         if [ -f "$ROOTFS/.bwtune-rootfs" ] && [ "$(cat "$ROOTFS/.bwtune-rootfs")" = "$(rootfs_stamp)" ]; then
+            # An outdated copy moved aside while hosts used it goes once none does.
+            if compgen -G "$ROOTFS.old.*" >/dev/null && ! grep -q "lowerdir=$ROOTFS" /proc/mounts; then
+                rm -rf "$ROOTFS".old.*
+            fi
             exit 0
         fi
-        log "building $SUITE rootfs at $ROOTFS (about a minute; cached afterwards)"
-        rm -rf "$ROOTFS.tmp" "$ROOTFS"
+        log "building $SUITE rootfs at $ROOTFS (about two minutes; cached afterwards)"
+        rm -rf "$ROOTFS.tmp"
         debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS.tmp" "$MIRROR" >"$ROOTFS.log" 2>&1 ||
             { tail -n 20 "$ROOTFS.log" >&2; die "debootstrap failed (log: $ROOTFS.log)"; }
         configure_rootfs "$ROOTFS.tmp"
         rm -rf "$ROOTFS.tmp/var/cache/apt/archives/"*.deb
         rootfs_stamp >"$ROOTFS.tmp/.bwtune-rootfs"
+        # An outdated rootfs may be the lower layer of hosts that are up: move it aside
+        # (renaming keeps their mounts working) and delete it once no overlay is left.
+        [ ! -d "$ROOTFS" ] || mv "$ROOTFS" "$ROOTFS.old.$(date +%s)"
         mv "$ROOTFS.tmp" "$ROOTFS"
+        grep -q "lowerdir=$ROOTFS" /proc/mounts || rm -rf "$ROOTFS".old.*
     ) 9>"$ROOTFS.lock"
 }
 
@@ -244,7 +253,11 @@ cmd_down() {
     local SLOT BRIDGE COUNT
     # shellcheck disable=SC1091
     . "$DIR/hosts.env"
-    local h name pid t
+    local h name pid t sock
+    # Ansible's ControlPersist masters would outlive the hosts by a minute: end them first.
+    for sock in "$DIR"/cp/*; do
+        [ -S "$sock" ] && ssh -o ControlPath="$sock" -O exit testhost >/dev/null 2>&1 || true
+    done
     for h in "$DIR"/hosts/*/; do
         [ -d "$h" ] || continue
         pid=$(cat "$h/pid" 2>/dev/null || echo "")
