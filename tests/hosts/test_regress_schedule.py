@@ -3,9 +3,10 @@
 bwtune reaches the host as this checkout and its venv, bound in read-only at the same
 paths (with the venv's interpreter): no install, and the host runs exactly the code under
 test. One converge, then: the timer is active and scheduled; a start while the lock is
-held is skipped (exit 75) and writes nothing; a manual start runs `bwtune regress` against
-the stand-in on the host and writes every output (Markdown, JUnit XML, textfile, the
-report's regression section); only the newest report folders are kept.
+held is skipped (exit 75) and writes nothing; a manual start runs `bwtune regress` (two
+launches: a sweep, then a forced resume) against the stand-in on the host and writes every
+output (Markdown, JUnit XML, textfile, the report's regression section); only the newest
+report folders are kept.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def host(make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
         "regress_schedule_matrix": "/etc/regression-test.yml",
         "regress_schedule_user": "root",  # the bound interpreter is under /root
         "regress_schedule_create_user": False,
-        "regress_schedule_repetitions": 1,
+        "regress_schedule_repetitions": 2,  # the second launch is a forced resume of the run
         "regress_schedule_keep_reports": 2,
         "regress_schedule_textfile": TEXTFILE,
         "regress_schedule_on_calendar": "*-*-* 04:00:00",
@@ -127,5 +128,14 @@ def test_a_manual_start_runs_a_stand_in_regression_with_every_output(host: Any) 
     assert families["bwtune_regression_objective"].samples[0].value > 0
     runs = _sh(host, "ls", "/var/lib/bwtune-regress/runs").split()
     assert len(runs) == 1
+    # Two launches of the config: the current line and the one it superseded.
+    count = (
+        "import sys; from bwtune import results_db as d; c = d.connect(sys.argv[1]); "
+        "print(len(d.run_results(c, sys.argv[2])), len(d.superseded_results(c, sys.argv[2])))"
+    )
+    launches = _sh(
+        host, f"{REPO}/.venv/bin/python", "-c", count, "/var/lib/bwtune-regress/results.db", runs[0]
+    )
+    assert launches.split() == ["1", "1"]
     html = _sh(host, "cat", f"/var/lib/bwtune-regress/runs/{runs[0]}/report.html")
     assert 'id="regression"' in html and "SIMULATED" in html
