@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import xml.etree.ElementTree as ET
@@ -203,13 +204,16 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_all(report: RegressionReport, directory: Path, textfile: Path | None = None) -> dict[str, Path]:
-    """summary.md, junit.xml and bwtune_regression.prom in `directory` (and the textfile
-    also at `textfile`, for node_exporter); returns what was written."""
+    """regression.md, junit.xml, bwtune_regression.prom and regression.json (the --json
+    shape, which `bwtune report` reads back for the report's section) in `directory`, and
+    the textfile also at `textfile`, for node_exporter; returns what was written."""
     written = {
+        "json": directory / "regression.json",
         "markdown": directory / "regression.md",
         "junit": directory / "junit.xml",
         "prometheus": directory / "bwtune_regression.prom",
     }
+    write_atomic(written["json"], json.dumps(report.to_dict(), indent=1) + "\n")
     write_atomic(written["markdown"], markdown(report))
     write_atomic(written["junit"], junit_xml(report))
     write_atomic(written["prometheus"], prometheus_text(report))

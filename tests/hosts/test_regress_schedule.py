@@ -2,16 +2,17 @@
 
 bwtune reaches the host as this checkout and its venv, bound in read-only at the same
 paths (with the venv's interpreter): no install, and the host runs exactly the code under
-test. One converge, then: the timer is active and scheduled; a start while the lock is
-held is skipped (exit 75) and writes nothing; a manual start runs `bwtune regress` (two
-launches: a sweep, then a forced resume) against the stand-in on the host and writes every
-output (Markdown, JUnit XML, textfile, the report's regression section); only the newest
-report folders are kept.
+test. One converge (a second changes nothing), then: the timer is active and scheduled;
+a start while the lock is held is skipped (exit 75) and writes nothing; a manual start
+runs `bwtune regress` (two launches: a sweep, then a forced resume) against the stand-in
+on the host and writes every output (Markdown, JUnit XML, textfile, JSON, the report's
+regression section); only the newest report folders are kept.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ def host(make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     }
     done = hosts.playbook(work / "play.yml", "-e", json.dumps(variables))
     assert done.returncode == 0, done.stdout[-4000:]
+    again = hosts.playbook(work / "play.yml", "-e", json.dumps(variables))
+    assert again.returncode == 0 and re.search(r"changed=0\s", again.stdout), again.stdout[-3000:]
     return hosts
 
 
@@ -117,7 +120,12 @@ def test_a_manual_start_runs_a_stand_in_regression_with_every_output(host: Any) 
     folders = _sh(host, "ls", REPORTS).split()
     assert len(folders) == 2 and folders[0] == "20210101T000000Z"
     newest = f"{REPORTS}/{folders[1]}"
-    assert sorted(_sh(host, "ls", newest).split()) == ["bwtune_regression.prom", "junit.xml", "regression.md"]
+    assert sorted(_sh(host, "ls", newest).split()) == [
+        "bwtune_regression.prom",
+        "junit.xml",
+        "regression.json",
+        "regression.md",
+    ]
     assert "bwtune regression run" in _sh(host, "cat", f"{newest}/regression.md")
     junit_path = Path(host.dir) / "junit.xml"
     junit_path.write_text(_sh(host, "cat", f"{newest}/junit.xml"))

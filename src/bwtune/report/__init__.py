@@ -6,6 +6,7 @@ gathers the data, `render_html` and `render_markdown` turn it into text.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import tempfile
@@ -13,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bwtune import results_db
 from bwtune.report.html import render_html
 from bwtune.report.markdown import render_markdown
 from bwtune.report.model import SIMULATED_LABEL, ReportData, load_report
@@ -33,6 +35,8 @@ def write_report(
     `regression` (bwtune.regression_history's to_dict) adds the regression section: the
     history per config with its level, change points and baseline."""
     data = load_report(conn, run_id)
+    if regression is None:
+        regression = _saved_regression(run_id)
     if regression is not None:
         data = replace(data, regression=regression)
     if html_path is not None:
@@ -40,6 +44,16 @@ def write_report(
     if md_path is not None:
         _write_atomic(md_path, render_markdown(data))
     return data
+
+
+def _saved_regression(run_id: str) -> dict[str, Any] | None:
+    """What `bwtune regress` saved for the run (regression.json in its folder), if anything:
+    `bwtune report RUN` of a regression run keeps the history section."""
+    try:
+        saved = json.loads((results_db.run_dir(run_id) / "regression.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) and saved.get("run_id") == run_id and "configs" in saved else None
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from history_lines import store_run
 
-from bwtune import regression_history, report, results_db
+from bwtune import regression_history, regression_outputs, report, results_db
 from bwtune.cli import main
 
 INVENTORY = Path(__file__).parents[3] / "inventory" / "local.yml"
@@ -84,3 +84,18 @@ def test_the_html_report_has_the_history_section(home: Path, tmp_path: Path) -> 
     assert 'id="regression"' in html and "regression-history" in html
     assert html.count('class="level') == 3  # one dot per run of the history
     assert 'class="level baseline"' in html  # night-1, the baseline, ringed
+
+
+def test_bwtune_report_of_a_regression_run_keeps_the_section(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conn = results_db.connect(home / "results.db")
+    try:
+        analysis = regression_history.analyze(conn, "night-3")
+    finally:
+        conn.close()
+    assert _run(capsys, "report", "night-2")[0] == 0
+    assert 'id="regression"' not in (home / "runs" / "night-2" / "report.html").read_text()
+    regression_outputs.write_all(analysis, results_db.run_dir("night-3"))  # what bwtune regress leaves
+    assert _run(capsys, "report", "night-3")[0] == 0
+    assert 'id="regression"' in (home / "runs" / "night-3" / "report.html").read_text()
