@@ -31,8 +31,9 @@ STATS: dict[str, Any] = {
     "max_in_flight": 0,
     "connections": 0,
     "arrivals": [],
+    "arrived": {},  # request id -> perf_counter when the request had been read
     "auth_seen": [],
-    "sends": [],  # per streamed request: prompt_len and perf_counter of each token event
+    "sends": [],  # per streamed request: id, prompt_len and perf_counter of each token event
 }
 SPEC = {"tokens": 0, "verify": 0}
 
@@ -101,7 +102,9 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATS["requests"] += 1
             n_req = STATS["requests"]
+            rid = f"req-{n_req}"  # in every event's id: tells the client's records apart
             STATS["arrivals"].append(time.perf_counter())
+            STATS["arrived"][rid] = STATS["arrivals"][-1]
             STATS["auth_seen"].append(self.headers.get("Authorization", ""))
         if ARGS.fail_every and n_req % ARGS.fail_every == 0:
             self._json(500, {"error": {"message": "simulated failure"}})
@@ -112,11 +115,11 @@ class Handler(BaseHTTPRequestHandler):
             STATS["max_in_flight"] = max(STATS["max_in_flight"], STATS["in_flight"])
         try:
             if req.get("stream"):
-                self._stream(req)
+                self._stream(req, rid)
             else:
                 n = int(req["sampling_params"]["max_new_tokens"])
                 time.sleep((ARGS.ttft_ms + (n - 1) * ARGS.itl_ms) / 1000.0)
-                meta = {"completion_tokens": n, "prompt_tokens": len(req.get("input_ids") or [])}
+                meta = {"id": rid, "completion_tokens": n, "prompt_tokens": len(req.get("input_ids") or [])}
                 self._json(200, {"text": "tok " * n, "meta_info": meta})
         finally:
             with LOCK:
@@ -146,7 +149,7 @@ class Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    def _stream(self, req: dict[str, Any]) -> None:
+    def _stream(self, req: dict[str, Any], rid: str) -> None:
         generate = self.path == "/generate"
         if generate:
             max_new = int(req["sampling_params"]["max_new_tokens"])
@@ -180,7 +183,7 @@ class Handler(BaseHTTPRequestHandler):
                 break
             if generate:
                 meta: dict[str, Any] = {
-                    "id": "x",
+                    "id": rid,
                     "finish_reason": {"type": "length", "length": max_new} if sent == max_new else None,
                     "prompt_tokens": prompt_len,
                     "completion_tokens": sent,
@@ -190,7 +193,7 @@ class Handler(BaseHTTPRequestHandler):
                     meta["spec_accept_length"] = sent / chunks
                 event = {"text": "tok " * sent, "output_ids": list(range(sent)), "meta_info": meta}
             else:
-                event = {"id": "x", "choices": [{"index": 0, "text": "tok " * n}], "usage": None}
+                event = {"id": rid, "choices": [{"index": 0, "text": "tok " * n}], "usage": None}
             payload = b"data: " + json.dumps(event).encode() + b"\n\n"
             sends.append(time.perf_counter())
             if ARGS.split_events:  # one event across two HTTP chunks: the client must reassemble it
@@ -202,14 +205,15 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             SPEC["tokens"] += sent
             SPEC["verify"] += chunks
-            STATS["sends"].append({"prompt_len": prompt_len, "times": sends})
+            STATS["sends"].append({"id": rid, "prompt_len": prompt_len, "times": sends})
         if not generate:
             usage = {
                 "prompt_tokens": prompt_len,
                 "completion_tokens": sent,
                 "total_tokens": prompt_len + sent,
             }
-            self._chunk(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
+            final = {"id": rid, "choices": [], "usage": usage}
+            self._chunk(b"data: " + json.dumps(final).encode() + b"\n\n")
         self.wfile.write(b"%x\r\ndata: [DONE]\n\n\r\n0\r\n\r\n" % len(b"data: [DONE]\n\n"))
 
 

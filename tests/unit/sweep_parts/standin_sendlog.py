@@ -37,6 +37,8 @@ _send = Stream.send
 def _logged_start(self: Stream, *args: Any, **kwargs: Any) -> None:
     self.__dict__["_arrival"] = time.perf_counter()
     _start(self, *args, **kwargs)
+
+
 _plan_step = BatchSimulator.plan_step
 
 
