@@ -9,7 +9,8 @@ would understate the noise and raise false alarms.
 `compare` gives one verdict per config and metric:
 - `regression` / `improvement`: a Mann-Whitney U test (scipy) rejects "same distribution"
   at `alpha`, the medians differ by at least `min_effect` (default 3%) AND by at least
-  `noise_z` standard errors of the ratio, estimated from the spread of launch means.
+  `noise_z` standard errors of the ratio, estimated from the spread of launch means (widened
+  by Student's t for the few degrees of freedom such an estimate has).
 - `inconclusive`: the change would count but sits inside the noise, or the candidate run's
   own launches spread more than `max_noise`, or there are too few samples. Never a regression.
 - `no change`: otherwise.
@@ -68,6 +69,7 @@ class Settings:
     change_point_alpha: float = 0.05  # E-divisive permutation test level
     permutations: int = 199
     recent_runs: int = 5  # a change point among the newest runs is news; an older one was told
+    history_window: int = 60  # change points look at the newest runs only (the cost is cubic)
 
     def check(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -155,7 +157,7 @@ class Verdict:
         if self.failure_class:
             return f"{self.verdict} ({self.failure_class})"
         if self.change is None:
-            return f"{self.verdict} ({self.note})" if self.note else self.verdict
+            return self.verdict
         return f"{self.verdict} ({self.change * 100:+.1f}%)"
 
 
@@ -189,7 +191,7 @@ def compare(
     # real change among them, which only makes the verdict more careful).
     singles = [launch for side in history if len(side) == 1 for launch in side]
     several = [side for side in history if len(side) > 1]
-    between, _dof = launch_noise(reference, candidate, *several, singles)
+    between, dof = launch_noise(reference, candidate, *several, singles)
     within = repetition_noise(reference, candidate) or 0.0
     if between is not None:
         noise = between * math.sqrt(1 / max(1, counts[0]) + 1 / max(1, counts[1]))
@@ -209,12 +211,20 @@ def compare(
     large = abs(change) >= settings.min_effect
     if not (p_value < settings.alpha and large):
         return base
-    if abs(change) < settings.noise_z * noise:
+    if abs(change) < noise_band(settings.noise_z, dof) * noise:
         return _with(
             base, INCONCLUSIVE, f"{change * 100:+.1f}% is within the noise (±{noise * 100:.1f}% s.e.)"
         )
     worse = change < 0 if goal == "max" else change > 0
     return _with(base, REGRESSION if worse else IMPROVEMENT, "")
+
+
+def noise_band(z: float, dof: int) -> float:
+    """`z` standard errors, widened when the noise itself is estimated from few launches:
+    scaled by t(0.99, dof) / N(0.99), so two launches a side (2 dof) need about 3x as much."""
+    if dof <= 0:
+        return z
+    return z * float(stats.t.ppf(0.99, dof) / stats.norm.ppf(0.99))
 
 
 def _with(verdict: Verdict, name: str, note: str) -> Verdict:
@@ -332,7 +342,7 @@ def change_points(
     history: Sequence[HistoryPoint], goal: str, settings: Settings = DEFAULT_SETTINGS
 ) -> list[ChangePoint]:
     """Where the level of a config's history moved (measured runs only, oldest first)."""
-    measured = [point for point in history if point.level is not None]
+    measured = [point for point in history if point.level is not None][-settings.history_window :]
     levels = [float(point.level) for point in measured if point.level is not None]
     found = []
     indices = e_divisive(levels, alpha=settings.change_point_alpha, permutations=settings.permutations)
