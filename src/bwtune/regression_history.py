@@ -219,8 +219,16 @@ def _config_report(
         for metric in metrics:
             goal = regression.goal_of(metric, objective)
             if reference is None:
+                values = [v for launch in now.launches(workload, metric) for v in launch]
                 verdicts.append(
-                    regression.Verdict(metric, regression.INCONCLUSIVE, goal, note="no earlier run")
+                    regression.Verdict(
+                        metric,
+                        regression.INCONCLUSIVE,
+                        goal,
+                        candidate_median=statistics.median(values) if values else None,
+                        launches=(0, len(now.launches(workload, metric))),
+                        note="no earlier run",
+                    )
                 )
                 continue
             by_status = regression.status_verdict(metric, goal, reference.status, now.status)
