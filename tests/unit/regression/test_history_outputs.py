@@ -96,6 +96,9 @@ def test_junit_marks_an_undecided_config_skipped(db: sqlite3.Connection, tmp_pat
     written = regression_outputs.write_all(regression_history.analyze(db, "night-1"), tmp_path)
     case = next(iter(next(iter(JUnitXml.fromfile(str(written["junit"]))))))
     assert isinstance(case.result[0], Skipped) and "no earlier run" in case.result[0].message
+    # Undecided, but measured: the textfile still has the config's objective.
+    families = {f.name: f for f in text_string_to_metric_families(written["prometheus"].read_text())}
+    assert families["bwtune_regression_objective"].samples[0].value == pytest.approx(1000, rel=0.1)
 
 
 def test_prometheus_textfile_parses_with_objective_verdict_and_last_run(
