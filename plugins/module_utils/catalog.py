@@ -2,18 +2,20 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The SGLang flag catalog: every flag of each supported release, read from generated tables.
 
-The tables themselves (`sglang_flags.FLAG_TABLES`) are generated from each release's own
-argparse parser; this module gives them a typed face: look a flag up by name or alias,
-coerce a value the way argparse would, render argv, and say what a renamed flag is
-called in another release.
+The tables themselves (sglang_flags.py, stored as a base table plus per-release
+differences: flag_table_codec.py) are generated from each release's own argparse parser;
+this module gives them a typed face: look a flag up by name or alias, coerce a value the
+way argparse would, render argv, and say what a renamed flag is called in another release
+and which releases have a flag.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import versions
 
 # Flags renamed between releases: old CLI name -> new CLI name. A table lacking a name
 # follows this chain (either direction) to tell the user what its release calls it.
@@ -22,42 +24,25 @@ RENAMES: dict[str, str] = {
     "cuda-graph-max-bs": "cuda-graph-max-bs-decode",
 }
 
-_VERSION_PART = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.?post(\d+))?$")
-
 
 class CatalogError(ValueError):
     """A flag, value or release the catalog does not know."""
 
 
-def parse_version(version: str) -> tuple[int, int, int, int]:
-    """`0.5.10.post1` -> (0, 5, 10, 1). Only the release forms SGLang publishes."""
-    match = _VERSION_PART.match(version.strip())
-    if not match:
-        raise CatalogError(f"not an SGLang release number: {version!r}")
-    return tuple(int(part) if part else 0 for part in match.groups())  # type: ignore[return-value]
+def parse_version(version: str) -> tuple[Any, ...]:
+    """A sort key for an SGLang version: releases, .postN, .devM and +local (versions.py)."""
+    try:
+        return versions.version_key(version)
+    except versions.VersionError as err:
+        raise CatalogError(f"not an SGLang version number: {version!r}") from err
 
 
 def version_in(version: str, spec: str) -> bool:
     """Whether `version` satisfies `spec`: `*` or comma-joined `>=A`, `>A`, `<=A`, `<A`, `==A`."""
-    if spec.strip() in ("", "*"):
-        return True
-    have = parse_version(version)
-    for clause in spec.split(","):
-        clause = clause.strip()
-        op = clause[:2] if clause[:2] in (">=", "<=", "==") else clause[:1]
-        want = parse_version(clause[len(op) :])
-        ok = {
-            ">=": have >= want,
-            "<=": have <= want,
-            "==": have == want,
-            ">": have > want,
-            "<": have < want,
-        }.get(op)
-        if ok is None:
-            raise CatalogError(f"bad version range clause {clause!r} in {spec!r}")
-        if not ok:
-            return False
-    return True
+    try:
+        return versions.version_in(version, spec)
+    except versions.VersionError as err:
+        raise CatalogError(str(err)) from err
 
 
 @dataclass(frozen=True)
@@ -239,7 +224,9 @@ class FlagTable:
         renamed = self.successor(name)
         if renamed:
             return f"{self.release} has no --{name.lstrip('-')}; it calls it --{renamed}"
-        return f"{self.release} has no flag --{name.lstrip('-')}"
+        having = release_ranges(releases_with_flag(name))
+        where = f" (releases that have it: {having})" if having else ""
+        return f"{self.release} has no flag --{name.lstrip('-')}{where}"
 
     def coerce(self, name: str, value: Any) -> tuple[str, Any]:
         """(canonical name, argparse value) for a flag as written, or CatalogError."""
@@ -302,26 +289,64 @@ def _spec_from_table(name: str, raw: dict[str, Any]) -> FlagSpec:
 
 
 _TABLES: dict[str, FlagTable] = {}
+_RAW: dict[str, dict[str, Any]] = {}
 
 
-def _raw_tables() -> dict[str, dict[str, Any]]:
-    from ansible_collections.bwtune.sglang.plugins.module_utils.sglang_flags import FLAG_TABLES
+def raw_tables() -> dict[str, dict[str, Any]]:
+    """Every release's table in full ({release: {"source", "flags"}}), expanded once from the
+    compact storage in sglang_flags.py (a base table plus per-release differences)."""
+    if not _RAW:
+        from ansible_collections.bwtune.sglang.plugins.module_utils import flag_table_codec, sglang_flags
 
-    return FLAG_TABLES
+        _RAW.update(
+            flag_table_codec.expand(sglang_flags.BASE_RELEASE, sglang_flags.BASE_FLAGS, sglang_flags.RELEASES)
+        )
+    return _RAW
 
 
 def supported_versions() -> tuple[str, ...]:
     """The SGLang releases that have a generated flag table, oldest first."""
-    return tuple(sorted(_raw_tables(), key=parse_version))
+    return tuple(sorted(raw_tables(), key=parse_version))
+
+
+def unknown_release_message(version: str) -> str:
+    """Why `version` has no table, naming the nearest known releases."""
+    known = supported_versions()
+    parse_version(version)
+    near = versions.nearest(version, known)
+    return (
+        f"no flag table for SGLang {version}: bwtune knows the {len(known)} releases {known[0]} to "
+        f"{known[-1]}; the nearest {'are' if len(near) > 1 else 'is'} {' and '.join(near)}"
+    )
+
+
+def releases_with_flag(name: str) -> list[str]:
+    """The known releases whose parser has `name` (a CLI name or alias), oldest first."""
+    found = []
+    for version in supported_versions():
+        if get_table(version).canonical(name) is not None:
+            found.append(version)
+    return found
+
+
+def release_ranges(found: list[str]) -> str:
+    """`0.5.7 to 0.5.19, 0.5.22`: runs of consecutive known releases, for messages."""
+    known = supported_versions()
+    runs: list[list[str]] = []
+    for version in found:
+        if runs and known.index(version) == known.index(runs[-1][-1]) + 1:
+            runs[-1].append(version)
+        else:
+            runs.append([version])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]} to {run[-1]}" for run in runs)
 
 
 def get_table(version: str) -> FlagTable:
     table = _TABLES.get(version)
     if table is None:
-        raw = _raw_tables().get(version)
+        raw = raw_tables().get(version)
         if raw is None:
-            known = ", ".join(supported_versions())
-            raise CatalogError(f"no flag table for SGLang {version} (supported: {known})")
+            raise CatalogError(unknown_release_message(version))
         flags = {name: _spec_from_table(name, spec) for name, spec in raw["flags"].items()}
         table = _TABLES[version] = FlagTable(version, str(raw.get("source", "")), flags)
     return table

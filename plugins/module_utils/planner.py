@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import matrix as matrix_mod
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import FlagTable, get_table
+from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import (
+    FlagTable,
+    get_table,
+    supported_versions,
+)
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import Matrix, MatrixError
 from ansible_collections.bwtune.sglang.plugins.module_utils.rules import (
     GPUS,
@@ -24,6 +28,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.rules import (
     Reason,
     evaluate,
 )
+from ansible_collections.bwtune.sglang.plugins.module_utils.versions import release_at_or_below
 
 VALID, PRUNED, DUPLICATE = "valid", "pruned", "duplicate"
 
@@ -99,9 +104,16 @@ class Plan:
     axes: list[str]
     objective: dict[str, Any] | None = None
 
+    @property
+    def rules_release(self) -> str | None:
+        """The known release whose rules applied: the version's own, or for a build between
+        releases (`0.5.23.post2.dev45+g1a2b3c4`) the newest release at or before it."""
+        return release_at_or_below(self.sglang_version, supported_versions())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "sglang_version": self.sglang_version,
+            "rules_release": self.rules_release,
             "gpu": self.gpu,
             "model_path": self.model_path,
             "objective": self.objective,

@@ -147,7 +147,10 @@ def test_a_flag_the_installed_sglang_lacks_names_the_installed_version() -> None
     facts = {"gpu": gpu_facts("rtx-pro-6000-8gpu"), "stack": stack("0.5.24", flags)}
     err = error(matrix(), facts)
     assert err.path == ("axes", "fp4-gemm-backend")
-    assert err.message == "SGLang 0.5.24 (installed on the node) has no flag --fp4-gemm-backend"
+    assert err.message == (
+        "SGLang 0.5.24 (installed on the node) has no flag --fp4-gemm-backend"
+        " (releases that have it: 0.5.8 to 0.5.23)"
+    )
 
 
 def test_a_choice_the_installed_sglang_lacks_names_the_installed_version() -> None:

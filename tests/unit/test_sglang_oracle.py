@@ -140,8 +140,6 @@ def test_unknown_gpu_is_refused() -> None:
 
 
 def _flag_tables() -> dict[str, Any]:
-    catalog = REPO / "plugins" / "module_utils" / "sglang_flags.py"
-    namespace: dict[str, Any] = {}
-    exec(compile(catalog.read_text(), str(catalog), "exec"), namespace)
-    tables: dict[str, Any] = namespace["FLAG_TABLES"]
-    return tables
+    from ansible_collections.bwtune.sglang.plugins.module_utils import catalog
+
+    return catalog.raw_tables()

@@ -99,10 +99,17 @@ def print_plan(result: Plan, stream: TextIO | None = None) -> None:
     console.print_table(
         ["id", *result.axes, "status", "reason"],
         rows,
-        title=f"SGLang {result.sglang_version} on {result.gpu}: {result.model_path}",
+        title=f"SGLang {result.sglang_version}{_rules_note(result)} on {result.gpu}: {result.model_path}",
         caption=caption,
         stream=stream,
     )
+
+
+def _rules_note(result: Plan) -> str:
+    """For a build between releases: whose rules the plan applied."""
+    if result.rules_release == result.sglang_version:
+        return ""
+    return f" (rules of {result.rules_release or 'no known release: older than all'})"
 
 
 def _by_strategy(result: Plan) -> str:
