@@ -288,6 +288,26 @@ def _spec_moe_follows_main(f: dict[str, Any], ctx: Context) -> str | None:
 # ---------------------------------------------------------------- refused at argument time
 
 
+QWEN35_ARCHITECTURES = frozenset(a for a in HYBRID_ARCHITECTURES if a.startswith("Qwen3_5"))
+
+
+@rule(
+    "qwen35-needs-0.5.9",
+    "sglang",
+    "sglang 0.5.8.post1 srt/utils/hf_transformers_utils.py:276 (transformers 4.57.1 has no qwen3_5_moe); "
+    "0.5.9 adds srt/configs/qwen3_5.py",
+    versions="<0.5.9",
+)
+def _qwen35_needs_059(f: dict[str, Any], ctx: Context) -> str | None:
+    """Releases before 0.5.9 do not know the Qwen3.5 architectures (model type qwen3_5_moe)."""
+    if ctx.model.architecture in QWEN35_ARCHITECTURES:
+        return (
+            f"SGLang {ctx.version} does not recognize {ctx.model.architecture} "
+            "(model type qwen3_5_moe needs SGLang 0.5.9 or later)"
+        )
+    return None
+
+
 @rule(
     "speculative-moe-runner-trtllm",
     "sglang",

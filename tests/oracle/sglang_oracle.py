@@ -8,9 +8,10 @@ Import it from tests as a plain module:
     result["ok"], result["error_type"], result["error"], result["where"], result["statement"],
     result["values"]
 
-`oracle_python(version)` builds the release's venv on first use (tests/oracle/make_venv.sh,
-a few minutes; cached under build/oracle/) and returns its python. `evaluate` runs
-tests/oracle/sglang_eval.py in it: one process per call, a forked child per case.
+Every release runs in the one shared environment (the oracle venv of releases.SHARED, built
+by `oracle_python` with tests/oracle/make_venv.sh on first use, a few minutes; cached under
+build/oracle/) with the release installed --no-deps into its own directory (releases.py). `evaluate` runs tests/oracle/sglang_eval.py there:
+one process per call, a forked child per case.
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import releases
 
 ORACLE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = ORACLE_DIR.parent.parent
@@ -69,10 +74,15 @@ def evaluate(version: str, gpu: str, argvs: Sequence[Sequence[str]]) -> list[dic
     """
     if gpu not in GPUS:
         raise ValueError(f"gpu {gpu!r} is not one of {GPUS}")
-    python = oracle_python(version)
     request = json.dumps({"gpu": gpu, "cases": [list(map(str, argv)) for argv in argvs]})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_", "PYTHONPATH"))}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    if version != "local":  # the shared environment, the release on PYTHONPATH
+        releases.ensure(version)
+        python = releases.shared_python()
+        env["PYTHONPATH"] = releases.pythonpath(version)
+    else:  # "local": whatever SGLang the shared venv itself holds
+        python = releases.shared_python()
     proc = subprocess.run(
         [str(python), str(ORACLE_DIR / "sglang_eval.py")],
         input=request,

@@ -78,17 +78,23 @@ def matrix_for(name: str, version: str) -> tuple[dict[str, Any], list[tuple[str,
     def respell(flags: dict[str, Any]) -> dict[str, Any]:
         return {(k if table.lookup(k) else table.successor(k) or k): v for k, v in flags.items()}
 
-    matrix["base"] = respell(matrix.get("base") or {})
-    matrix["axes"] = respell(matrix["axes"])
+    def known(flags: dict[str, Any]) -> dict[str, Any]:  # older releases lack some flags
+        bundled = matrix.get("bundles") or {}
+        return {k: v for k, v in respell(flags).items() if table.lookup(k) or k in bundled}
+
+    matrix["base"] = known(matrix.get("base") or {})
+    matrix["axes"] = known(matrix["axes"])
     for axis, values in matrix["axes"].items():
         spec = table.lookup(axis)
         if spec is not None and spec.choices:
             lacking += [(axis, v) for v in values if v not in spec.choices]
             matrix["axes"][axis] = [v for v in values if v in spec.choices]
     for axis, bundles in (matrix.get("bundles") or {}).items():
-        matrix["bundles"][axis] = {n: respell(b or {}) for n, b in bundles.items()}
+        matrix["bundles"][axis] = {n: known(b or {}) for n, b in bundles.items()}
     matrix["exclude"] = [
-        e for e in matrix.get("exclude") or [] if all(v in matrix["axes"].get(a, [v]) for a, v in e.items())
+        e
+        for e in matrix.get("exclude") or []
+        if all(a in matrix["axes"] and v in matrix["axes"][a] for a, v in e.items())
     ]
     return matrix, lacking
 

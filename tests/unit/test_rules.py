@@ -19,8 +19,8 @@ MTP = {
 
 
 def old_release() -> str:
-    """The March-2026 release the catalog supports (the oldest one)."""
-    return catalog.supported_versions()[0]
+    """The March-2026 release (the oldest one that runs Qwen3.5)."""
+    return "0.5.9"
 
 
 def rule_ids(evaluation: rules.Evaluation) -> list[str]:
@@ -164,3 +164,13 @@ def test_every_rule_is_described_sourced_and_uniquely_named() -> None:
 )
 def test_version_ranges(version: str, spec: str, inside: bool) -> None:
     assert catalog.version_in(version, spec) is inside
+
+
+def test_qwen35_is_refused_by_releases_before_0_5_9() -> None:
+    qwen35 = rules.ModelInfo("Qwen3_5MoeForConditionalGeneration", "modelopt_fp4")
+    flags = {"tp-size": 8, "moe-runner-backend": "flashinfer_cutlass"}
+    for version in ("0.5.7", "0.5.8", "0.5.8.post1"):
+        assert rule_ids(rules.evaluate(flags, "sm120", version, qwen35)) == ["qwen35-needs-0.5.9"]
+    assert rule_ids(rules.evaluate(flags, "sm120", "0.5.9", qwen35)) == []
+    other = rules.ModelInfo("Qwen3NextForCausalLM", None)
+    assert rule_ids(rules.evaluate(flags, "sm120", "0.5.8", other)) == []
