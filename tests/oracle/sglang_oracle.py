@@ -10,8 +10,9 @@ Import it from tests as a plain module:
 
 Every release runs in the one shared environment (the oracle venv of releases.SHARED, built
 by `oracle_python` with tests/oracle/make_venv.sh on first use, a few minutes; cached under
-build/oracle/) with the release installed --no-deps into its own directory (releases.py). `evaluate` runs tests/oracle/sglang_eval.py there:
-one process per call, a forked child per case.
+build/oracle/) with the release installed --no-deps into its own directory (releases.py).
+`evaluate` runs tests/oracle/sglang_eval.py there: one process per call, a forked child
+per case.
 """
 
 from __future__ import annotations
