@@ -6,7 +6,9 @@ an event loop's millisecond-rounded timers), so emission is precise to ~0.1 ms a
 drift. Runs as its own process (`python sse_server.py --port 0 ...` prints `PORT <n>`), so
 the client under test shares neither an event loop nor the GIL with it. It records when it
 sent every token event (time.perf_counter: CLOCK_MONOTONIC, the same clock the client reads
-in another process) and GET /stats returns that and what else it saw.
+in another process) and GET /stats returns that and what else it saw. Every event carries
+the request's id (`req-<n>`), so the client's records pair with the server's; with
+--hold-until-in-flight N it answers nothing until N requests were in flight at once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ NAN = "probability tensor contains either `inf`, `nan` or element < 0"
 
 ARGS = argparse.Namespace()
 LOCK = threading.Lock()
+FULL = threading.Condition(LOCK)  # --hold-until-in-flight waits on it
+HOLD_S = 60.0  # a deadline for a broken client, never reached by a working one
+HOLD_ENDS: list[float] = []
 STATS: dict[str, Any] = {
     "requests": 0,
     "in_flight": 0,
@@ -113,6 +118,15 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATS["in_flight"] += 1
             STATS["max_in_flight"] = max(STATS["max_in_flight"], STATS["in_flight"])
+            if ARGS.hold_until_in_flight:
+                # Nothing is answered until that many requests were in flight at once: a client
+                # that keeps that many reaches it at any speed; one that keeps fewer waits out
+                # the hold (and max_in_flight says so).
+                FULL.notify_all()
+                if not HOLD_ENDS:  # one hold, from the first request on
+                    HOLD_ENDS.append(time.perf_counter() + HOLD_S)
+                left = HOLD_ENDS[0] - time.perf_counter()
+                FULL.wait_for(lambda: STATS["max_in_flight"] >= ARGS.hold_until_in_flight, max(0.0, left))
         try:
             if req.get("stream"):
                 self._stream(req, rid)
@@ -227,6 +241,7 @@ def main() -> None:
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--error-after", type=int, default=0)
     p.add_argument("--split-events", action="store_true")
+    p.add_argument("--hold-until-in-flight", type=int, default=0)
     p.add_argument("--close", action="store_true", help="Connection: close after each response")
     p.add_argument("--answers", default="correct", choices=["correct", "repeat", "nan", "empty", "drift"])
     p.parse_args(namespace=ARGS)

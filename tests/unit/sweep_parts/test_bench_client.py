@@ -164,7 +164,8 @@ def test_events_split_across_http_chunks_are_reassembled(sse_server):
 
 
 def test_closed_loop_keeps_exactly_concurrency_in_flight_and_reuses_connections(sse_server):
-    port = sse_server("--ttft-ms", "5", "--itl-ms", "1")
+    # the server holds its answers until 6 are in flight: reaching 6 does not depend on speed
+    port = sse_server("--ttft-ms", "5", "--itl-ms", "1", "--hold-until-in-flight", "6")
     w = Workload(input_len=8, output_len=30, num_prompts=24, concurrency=6, warmup=0)
     m = rep0(run_workload("127.0.0.1", port, w))
     s = stats(port)
