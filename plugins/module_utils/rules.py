@@ -46,6 +46,13 @@ SM100_ONLY_FP4_GEMM = ("flashinfer_trtllm", "flashinfer_cutedsl")
 ATTENTION_FLAGS = ("attention-backend", "prefill-attention-backend", "decode-attention-backend")
 MAMBA_STRATEGY_FLAGS = ("mamba-radix-cache-strategy", "mamba-scheduler-strategy")
 
+# First release with a behaviour, measured against every release (differential suite,
+# docs/sglang-rules-evidence.md "Every release"): rules whose verdict moved name these.
+MAMBA_EXTRA_BUFFER_SINCE = "0.5.14"  # auto -> extra_buffer (the flag's new name came with it)
+MAMBA_NO_BUFFER_RADIX_KEPT_SINCE = "0.5.19"  # no_buffer + speculative keeps the radix cache
+TRTLLM_MHA_ANY_BLACKWELL_SINCE = "0.5.19"  # trtllm_mha prefill accepted outside SM100
+SM120_FP4_MOE_AUTO_SINCE = "0.5.13"  # SM120 + modelopt_fp4: MoE auto -> flashinfer_cutlass
+
 
 @dataclass(frozen=True)
 class Reason:
@@ -89,6 +96,10 @@ class Context:
         given = flags.get("quantization")
         return self.model.quantization if given in (None, "modelopt") else given
 
+    def since(self, release: str) -> bool:
+        """Whether this SGLang is `release` or later (a source build by its position)."""
+        return _since(self.version, release)
+
     @property
     def since_0_5_23(self) -> bool:
         """Whether the release has 0.5.23's resolution pipeline (arg_groups/)."""
@@ -105,6 +116,11 @@ class Context:
         """(prefill, decode) attention backends as SGLang derives them from the three flags."""
         main = flags.get("attention-backend")
         return flags.get("prefill-attention-backend") or main, flags.get("decode-attention-backend") or main
+
+
+@functools.lru_cache(maxsize=None)
+def _since(version: str, release: str) -> bool:
+    return version_in(version, ">=" + release)
 
 
 @functools.lru_cache(maxsize=None)
@@ -211,7 +227,7 @@ def _sm100_hybrid_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
     "sm120-fp4-moe-auto",
     "adjust",
     "sglang 0.5.23 srt/arg_groups/overrides.py:1513-1522 (PR #26496); 0.5.9 has no such adjustment",
-    versions=">=0.5.23",
+    versions=">=" + SM120_FP4_MOE_AUTO_SINCE,
     gpus=("sm120",),
 )
 def _sm120_fp4_moe_auto(f: dict[str, Any], ctx: Context) -> str | None:
@@ -232,7 +248,7 @@ def _mamba_strategy_auto(f: dict[str, Any], ctx: Context) -> str | None:
     name = ctx.mamba_flag()
     if name is None or ctx.value(f, name) != "auto":
         return None
-    if not ctx.since_0_5_23:
+    if not ctx.since(MAMBA_EXTRA_BUFFER_SINCE):
         f[name] = "no_buffer"  # every model, before any model check
         return "changed"
     if not ctx.model.hybrid or f.get("disable-radix-cache") or f.get("disable-overlap-schedule"):
@@ -247,7 +263,7 @@ def _mamba_strategy_auto(f: dict[str, Any], ctx: Context) -> str | None:
     "mamba-no-buffer-radix-off",
     "adjust",
     "sglang 0.5.9 srt/server_args.py:1750-1763 (_handle_mamba_radix_cache)",
-    versions="<0.5.23",
+    versions="<" + MAMBA_NO_BUFFER_RADIX_KEPT_SINCE,
 )
 def _mamba_no_buffer_radix_off(f: dict[str, Any], ctx: Context) -> str | None:
     """0.5.9, hybrid models on no_buffer: speculative decoding (or trtllm_mha) turns the radix cache off."""
@@ -271,12 +287,12 @@ def _mamba_no_buffer_radix_off(f: dict[str, Any], ctx: Context) -> str | None:
     "sglang 0.5.9 srt/server_args.py:2341-2346; 0.5.23 srt/arg_groups/overrides.py:1631-1656",
 )
 def _spec_moe_follows_main(f: dict[str, Any], ctx: Context) -> str | None:
-    """Unset, the draft MoE runner copies the main one (0.5.9: auto instead of flashinfer_trtllm)."""
+    """Unset, the draft MoE runner copies the main one (before 0.5.12: auto instead of flashinfer_trtllm)."""
     # SGLang fills it in for every launch; it only means something with a draft model.
     if f.get("speculative-moe-runner-backend") is not None or not ctx.speculative(f):
         return None
     main = ctx.value(f, "moe-runner-backend")
-    if ctx.since_0_5_23:
+    if ctx.since("0.5.12"):  # measured: 0.5.11 still maps flashinfer_trtllm to auto, 0.5.12 copies it
         draft = "flashinfer_trtllm" if main == "flashinfer_megamoe" else main
         draft = "auto" if str(draft).startswith("lora_") else draft
     else:
@@ -311,11 +327,12 @@ def _qwen35_needs_059(f: dict[str, Any], ctx: Context) -> str | None:
 @rule(
     "speculative-moe-runner-trtllm",
     "sglang",
-    "sglang srt/server_args.py _handle_speculative_decoding (assert removed by PR #24260)",
-    versions="<0.5.23",
+    "sglang srt/server_args.py _handle_speculative_decoding (assert removed by PR #24260; "
+    "measured: 0.5.11 has it, 0.5.12 not)",
+    versions="<0.5.12",
 )
 def _spec_moe_trtllm(f: dict[str, Any], ctx: Context) -> str | None:
-    """Releases before May 2026 refuse flashinfer_trtllm as the speculative MoE runner."""
+    """Releases before 0.5.12 (May 2026) refuse flashinfer_trtllm as the speculative MoE runner."""
     if f.get("speculative-moe-runner-backend") == "flashinfer_trtllm":
         return (
             "Currently speculative MoE runner backend cannot be flashinfer_trtllm "
@@ -346,7 +363,7 @@ def _flex_spec(f: dict[str, Any], ctx: Context) -> str | None:
     "trtllm-mha-prefill-sm100",
     "sglang",
     "sglang 0.5.9 srt/server_args.py:1894-1900 (_handle_attention_backend_compatibility)",
-    versions="<0.5.23",
+    versions="<" + TRTLLM_MHA_ANY_BLACKWELL_SINCE,
     gpus=("sm120", "sm90"),
 )
 def _trtllm_mha_prefill_args(f: dict[str, Any], ctx: Context) -> str | None:

@@ -2,10 +2,11 @@
 a `kind: sglang` reason; where SGLang accepts it, no `sglang` reason; and the planner's
 normalized flags are SGLang's own final values.
 
-Every config of the example matrices, planned for every GPU (sm120, sm100, sm90) and both
-releases (0.5.23 and the March-2026 release 0.5.9), goes through SGLang's own argument
-processing (parser, ServerArgs, resolution, check_server_args as launch_server runs them,
-with the GPU simulated) by tests/oracle/sglang_oracle.py: one oracle call per release x GPU.
+Every config of the example matrices, planned for every GPU (sm120, sm100, sm90) and every
+release bwtune has a table for (tests/oracle/releases.py: 0.5.7 through 0.5.23), goes
+through SGLang's own argument processing (parser, ServerArgs, resolution, check_server_args
+as launch_server runs them, with the GPU simulated) by tests/oracle/sglang_oracle.py: one
+oracle call per release x GPU, each distinct argv asked once.
 
 A choice the release's parser lacks (0.5.9 has no `marlin`) makes the matrix bad input; those
 values are left out of the matrix and checked on their own: SGLang's argparse refuses them and
@@ -30,14 +31,19 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, plan
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "oracle"))
-import sglang_oracle  # noqa: E402  (H1's oracle: real SGLang in its own venv)
+import releases  # noqa: E402  (every release, --no-deps, beside one shared environment)
+import sglang_oracle  # noqa: E402  (H1's oracle: real SGLang's own argument processing)
 
 # A clean machine builds both oracle venvs first (~7 minutes); afterwards ~1-2 minutes.
 pytestmark = [pytest.mark.oracle, pytest.mark.timeout(2400)]
 
 MODEL = sglang_oracle.QWEN35_NVFP4
 EXAMPLES = ("qwen35-397b-nvfp4-sm120.yml", "qwen35-397b-nvfp4-sm100.yml", "demo.yml")
-VERSIONS = sglang_oracle.VERSIONS
+VERSIONS = tuple(releases.RELEASES)
+# Releases whose real argument processing still disagrees with the rules somewhere, with
+# what disagrees (measured; docs/sglang-rules-evidence.md "Every release"). Strict xfail: a
+# release that starts agreeing fails until it is taken off this list.
+UNRECONCILED: dict[tuple[str, str], str] = {}
 GPUS = sglang_oracle.GPUS
 
 # Rules that prune configs SGLang's argument processing accepts: the failure comes at model
@@ -151,6 +157,8 @@ def compare(version: str, gpu: str) -> tuple[list[str], dict[str, int]]:
         compared = set(config.flags) | set(NORMALIZED)
         if "speculative-algorithm" not in config.flags:
             compared.discard("speculative-moe-runner-backend")  # filled in, unused, without a draft
+        if "mamba-radix-cache-strategy" in table.flags:  # 0.5.14-0.5.19 also keep the old name
+            compared.discard("mamba-scheduler-strategy")
         for flag in sorted(compared & set(values) & set(table.flags) - UNSTABLE):
             ours = config.flags.get(flag, table.flags[flag].default)
             if values[flag] != ours:
@@ -165,10 +173,12 @@ def compare(version: str, gpu: str) -> tuple[list[str], dict[str, int]]:
 
 @pytest.mark.parametrize("gpu", GPUS)
 @pytest.mark.parametrize("version", VERSIONS)
-def test_planner_agrees_with_sglang(version: str, gpu: str) -> None:
+def test_planner_agrees_with_sglang(version: str, gpu: str, request: pytest.FixtureRequest) -> None:
+    if (version, gpu) in UNRECONCILED:
+        request.applymarker(pytest.mark.xfail(reason=UNRECONCILED[version, gpu], strict=True))
     problems, counts = compare(version, gpu)
     print(f"\nsglang {version} on {gpu}: {counts}")
-    assert counts["compared"] > 40 and counts["sglang_refuses"] + counts["hardware_only"] > 0
+    assert counts["compared"] > 30 and counts["sglang_refuses"] + counts["hardware_only"] > 0
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:25])
 
 
