@@ -37,7 +37,8 @@ def main(paths: list[str]) -> int:
     unmatched: dict[tuple[str, str], set[str]] = defaultdict(set)
     print("| release | GPU | configs | SGLang refuses | pruned by hardware rules only | disagreements |")
     print("|---|---|---|---|---|---|")
-    for key, found in results.items():
+    order = list(releases.RELEASES)
+    for key, found in sorted(results.items(), key=lambda kv: (order.index(kv[0].split()[0]), kv[0])):
         version, gpu = key.split()
         counts = found["counts"]
         print(
