@@ -47,12 +47,6 @@ def version_key(version: str) -> tuple[tuple[int, ...], float, float, tuple[tupl
     return release, post, dev, local
 
 
-def is_release(version: str) -> bool:
-    """A published release (`0.5.10`, `0.5.10.post1`): no dev part, no local label."""
-    _, _, dev, local = version_key(version)
-    return dev == _INF and not local
-
-
 def compare(a: str, b: str) -> int:
     """-1, 0 or 1 as `a` sorts before, equal to or after `b`."""
     ka, kb = version_key(a), version_key(b)
