@@ -258,7 +258,8 @@ def start_server(
     )
 
 
-def _http_status(host: str, port: int, path: str, timeout: float, api_key: str | None = None) -> int:
+def http_status(host: str, port: int, path: str, timeout: float, api_key: str | None = None) -> int:
+    """The HTTP status of GET `path`, 0 when nothing answers (the sweep and the server role share it)."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -302,16 +303,16 @@ def wait_healthy(
                 )
             return HealthResult(False, time.monotonic() - t0, cls, msg)
         if not health_ok:
-            status = _http_status(handle.host, handle.port, "/health", min(5.0, left), api_key)
+            status = http_status(handle.host, handle.port, "/health", min(5.0, left), api_key)
             # 404: a server without /health; /health_generate decides.
             health_ok = status in (200, 404)
         if health_ok:
             path = "/health_generate"
-            status = _http_status(handle.host, handle.port, path, min(60.0, left), api_key)
+            status = http_status(handle.host, handle.port, path, min(60.0, left), api_key)
             if status == 200:
                 # /health* answer without a key: ask one route that needs it.
                 path = "/v1/models"
-                status = _http_status(handle.host, handle.port, path, min(60.0, left), api_key)
+                status = http_status(handle.host, handle.port, path, min(60.0, left), api_key)
             if status in (401, 403):
                 message = auth_message(status, path, api_key)
                 return HealthResult(False, time.monotonic() - t0, AUTH_FAILED, message)

@@ -9,12 +9,12 @@ is `startup-timeout`.
 
 from __future__ import annotations
 
-import http.client
 import subprocess
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.failure_classifier import classify_failure
+from ansible_collections.bwtune.sglang.plugins.module_utils.launcher import http_status
 
 JOURNAL_LINES = 50
 CLASSIFY_LINES = 400  # the classifier reads further back than is shown (the sweep reads 400 too)
@@ -33,21 +33,6 @@ def read_env_value(path: str, name: str) -> Optional[str]:
     except OSError:
         return None
     return None
-
-
-def http_status(host: str, port: int, path: str, timeout: float, api_key: Optional[str] = None) -> int:
-    """The HTTP status of GET `path`, 0 when nothing answers."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        conn.request("GET", path, headers=headers)
-        resp = conn.getresponse()
-        resp.read()
-        return resp.status
-    except (OSError, http.client.HTTPException):
-        return 0
-    finally:
-        conn.close()
 
 
 def unit_state(unit: str, systemctl: str = "systemctl") -> Dict[str, str]:
