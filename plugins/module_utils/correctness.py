@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -37,6 +38,9 @@ class GateResult:
     passed: bool
     message: str
     outputs: List[Dict[str, Any]] = field(default_factory=list)  # [{"name", "output", "problem"}]
+    # time.monotonic() when the first answer with text arrived: the launch's first token, late
+    # by at most the decode of that prompt's max_new_tokens (16-24); None when none answered.
+    first_answer_at: Optional[float] = None
 
 
 def repeated_unit(text: str, min_repeats: int = 6) -> Optional[str]:
@@ -147,8 +151,18 @@ async def gate(
     reference: Optional[Sequence[Dict[str, Any]]] = None,
     timeout_s: float = 120.0,
 ) -> GateResult:
-    answers = await asyncio.gather(*(_ask(client, p, timeout_s) for p in prompts))
-    return check_outputs(prompts, [a[0] for a in answers], [a[1] for a in answers], reference)
+    arrivals: List[float] = []
+
+    async def timed(p: CorrectnessPrompt) -> tuple[Optional[str], str]:
+        answer = await _ask(client, p, timeout_s)
+        if answer[0] is not None:
+            arrivals.append(time.monotonic())
+        return answer
+
+    answers = await asyncio.gather(*(timed(p) for p in prompts))
+    result = check_outputs(prompts, [a[0] for a in answers], [a[1] for a in answers], reference)
+    result.first_answer_at = min(arrivals, default=None)
+    return result
 
 
 def run_gate(

@@ -28,7 +28,10 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import failure_class
 
 # Failure classes are the results contract's. AUTH_FAILED: a server refused the client's
 # credentials (HTTP 401/403): the sweep's API key is not the server's, never "wrong-output".
-from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import AUTH_FAILED
+from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import (
+    AUTH_FAILED,
+    COLD_START_PHASES,
+)
 
 LOG_TAIL_LINES = 50
 # Every server a sweep starts carries this variable in its environment, set to the sweep's
@@ -41,6 +44,57 @@ _ADDRESS_IN_USE = re.compile(r"address already in use|\[Errno 98\]|EADDRINUSE", 
 
 class OrphanError(RuntimeError):
     """A stopped server left processes, its port or GPU memory behind."""
+
+
+@dataclass
+class ColdStart:
+    """Where a launch's start-up time went, on the monotonic clock from the process's start:
+    the results line's `cold_start` (results_contract.COLD_START_SECONDS says what each
+    phase means). Each phase keeps its first time; the health poll's interval bounds how
+    late the listening and health phases can be seen."""
+
+    started: float = field(default_factory=time.monotonic)
+    listening: float | None = None
+    health: float | None = None
+    ready: float | None = None
+    first_token: float | None = None
+    failed: float | None = None
+
+    def mark(self, phase: str, at: float | None = None) -> None:
+        """Record that `phase` was reached (now, or at monotonic time `at`); the first time stays.
+
+        A later phase implies the earlier ones (a server seen healthy at once was listening)."""
+        if phase not in COLD_START_PHASES[1:]:
+            raise ValueError("unknown cold-start phase %r" % phase)
+        at = time.monotonic() if at is None else at
+        for earlier in COLD_START_PHASES[1 : COLD_START_PHASES.index(phase) + 1]:
+            if getattr(self, earlier) is None:
+                setattr(self, earlier, at)
+
+    def mark_failed(self) -> None:
+        if self.failed is None:
+            self.failed = time.monotonic()
+
+    def reached(self) -> str:
+        return next(
+            (phase for phase in reversed(COLD_START_PHASES[1:]) if getattr(self, phase) is not None),
+            COLD_START_PHASES[0],
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The results line's `cold_start`: seconds since the start (ms), null where not reached."""
+
+        def since(at: float | None) -> float | None:
+            return None if at is None else round(max(0.0, at - self.started), 3)
+
+        return {
+            "process_to_listen_s": since(self.listening),
+            "to_health_s": since(self.health),
+            "to_ready_s": since(self.ready),
+            "to_first_token_s": since(self.first_token),
+            "failed_after_s": since(self.failed),
+            "reached": self.reached(),
+        }
 
 
 @dataclass
@@ -57,6 +111,8 @@ class ServerHandle:
     boot_id: str | None
     started_at: float
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    # Measured from just before the process is created (a found leftover: from when it was found).
+    cold_start: ColdStart = field(default_factory=ColdStart, repr=False, compare=False)
 
     def record(self) -> dict[str, Any]:
         return {
@@ -233,6 +289,7 @@ def start_server(
     if env:
         full_env.update({str(k): str(v) for k, v in env.items()})
     with open(log_path, "wb") as log:
+        cold_start = ColdStart()
         proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -255,6 +312,7 @@ def start_server(
         boot_id=_boot_id(),
         started_at=time.time(),
         proc=proc,
+        cold_start=cold_start,
     )
 
 
@@ -283,15 +341,22 @@ def wait_healthy(
     """Wait for GET /health then GET /health_generate to answer 200.
 
     Fails fast when the process exits (classified from its log) and gives up after timeout_s.
+    Marks the phases it sees on `handle.cold_start` (listening, health, ready; failed).
     """
     t0 = time.monotonic()
     deadline = t0 + timeout_s
     health_ok = False
+    cold = handle.cold_start
+
+    def failed(cls: str | None, msg: str) -> HealthResult:
+        cold.mark_failed()
+        return HealthResult(False, time.monotonic() - t0, cls, msg)
+
     while True:
         code = handle.exit_code()
         if code is not None:
             cls, msg = classify_failure(log_tail(handle.log_path, 400), exited=True, returncode=code)
-            return HealthResult(False, time.monotonic() - t0, cls, msg)
+            return failed(cls, msg)
         left = deadline - time.monotonic()
         if left <= 0:
             cls, msg = classify_failure(log_tail(handle.log_path, 400), exited=False, returncode=None)
@@ -301,22 +366,28 @@ def wait_healthy(
                     if msg
                     else f"not healthy after {timeout_s:g} s"
                 )
-            return HealthResult(False, time.monotonic() - t0, cls, msg)
+            return failed(cls, msg)
         if not health_ok:
             status = http_status(handle.host, handle.port, "/health", min(5.0, left), api_key)
+            if status != 0:
+                cold.mark("listening")
             # 404: a server without /health; /health_generate decides.
             health_ok = status in (200, 404)
+            if status == 200:
+                cold.mark("health")
         if health_ok:
             path = "/health_generate"
             status = http_status(handle.host, handle.port, path, min(60.0, left), api_key)
             if status == 200:
+                cold.mark("health")
                 # /health* answer without a key: ask one route that needs it.
                 path = "/v1/models"
                 status = http_status(handle.host, handle.port, path, min(60.0, left), api_key)
             if status in (401, 403):
                 message = auth_message(status, path, api_key)
-                return HealthResult(False, time.monotonic() - t0, AUTH_FAILED, message)
+                return failed(AUTH_FAILED, message)
             if status != 0 and path == "/v1/models":
+                cold.mark("ready")
                 return HealthResult(True, time.monotonic() - t0)
         time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
 

@@ -222,12 +222,12 @@ def _summary(m: Matrix, configs: list[Config], launches: list[dict[str, Any]]) -
         counts[c.status] += 1
         hardware += c.status == PRUNED and all(r.kind == "hardware" for r in c.reasons)
     per_launch_s = m.startup_s + sum(w.estimate_s or matrix_mod.DEFAULT_WORKLOAD_S for w in m.workloads)
-    gpu_seconds = 0.0
+    gpu_launches = 0  # the GPUs each launch holds, summed: GPU-hours = per_launch_s x this / 3600
     by_id = {c.id: c for c in configs if c.status == VALID}
     for launch in launches:
         flags = by_id[launch["config"]].flags
-        gpus = m.gpu_count or int(flags.get("tp-size", 1)) * int(flags.get("pp-size", 1))
-        gpu_seconds += per_launch_s * gpus
+        gpu_launches += m.gpu_count or int(flags.get("tp-size", 1)) * int(flags.get("pp-size", 1))
+    gpu_seconds = per_launch_s * gpu_launches
     return {
         "combinations": m.size(),
         "excluded": m.size() - len(configs),
@@ -241,6 +241,7 @@ def _summary(m: Matrix, configs: list[Config], launches: list[dict[str, Any]]) -
         "estimate": {
             "startup_s": m.startup_s,
             "per_launch_s": per_launch_s,
+            "gpu_launches": gpu_launches,
             "gpu_hours": round(gpu_seconds / 3600.0, 2),
         },
     }

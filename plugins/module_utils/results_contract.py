@@ -158,6 +158,8 @@ LINE_DEFAULTS: Dict[str, Any] = {
     "finished_at": None,
     "timings": {},
     "release": None,
+    # Where the launch's start-up time went (COLD_START_SECONDS); optional: older lines lack it.
+    "cold_start": None,
     "metrics": {},
     "accept_length": None,
     "screened_out": False,
@@ -166,6 +168,25 @@ LINE_DEFAULTS: Dict[str, Any] = {
     "reasons": [],
 }
 _LINE_REQUIRED = ("run_id", "host", "config_id", "status")
+
+# A launched line's `cold_start`: seconds from the server process's start (monotonic clock)
+# to each phase it reached, null for the phases it did not reach.
+#   process_to_listen_s  its HTTP port first answered (any status)
+#   to_health_s          /health answered 200 (/health_generate, for a server without /health)
+#   to_ready_s           /health_generate and an authenticated route answered: the sweep's
+#                        whole launch-to-ready wait, after which it sends the gate
+#   to_first_token_s     the first generated answer arrived (the correctness gate's first
+#                        answer: late by at most its few tokens' decode)
+#   failed_after_s       a launch that never became ready: when the sweep gave up on it
+# `reached` names the last phase reached: how far a failed launch got.
+COLD_START_PHASES = ("started", "listening", "health", "ready", "first_token")
+COLD_START_SECONDS = (
+    "process_to_listen_s",
+    "to_health_s",
+    "to_ready_s",
+    "to_first_token_s",
+    "failed_after_s",
+)
 
 
 def make_line(**fields: Any) -> Dict[str, Any]:
@@ -208,6 +229,7 @@ _TYPED_FIELDS: Tuple[Tuple[str, type, str], ...] = (
     ("reasons", list, "a list"),
     ("release", dict, "an object or null"),
     ("stack", dict, "an object or null"),
+    ("cold_start", dict, "an object or null"),
     ("duplicate_of", str, "a config id or null"),
 )
 
@@ -215,8 +237,9 @@ _TYPED_FIELDS: Tuple[Tuple[str, type, str], ...] = (
 def validate_line(record: Any, where: str = "<result>") -> None:
     """Raise ResultsFormatError naming the first contract violation in one results line.
 
-    Fields added after schema 1 (launch_command, release, screened_out, duplicate_of) are
-    optional so lines of older nodes still load; when present their type is checked.
+    Fields added after schema 1 (launch_command, release, screened_out, duplicate_of, stack,
+    cold_start) are optional so lines of older nodes still load; when present their type is
+    checked.
     """
     if not isinstance(record, dict):
         raise ResultsFormatError(
@@ -246,6 +269,8 @@ def validate_line(record: Any, where: str = "<result>") -> None:
             raise ResultsFormatError("%s: %s must hold strings only" % (where, key))
     if not isinstance(record.get("screened_out", False), bool):
         raise ResultsFormatError("%s: screened_out must be true or false" % where)
+    if record.get("cold_start") is not None:
+        _validate_cold_start(record["cold_start"], "%s: cold_start" % where)
     metrics = record["metrics"]
     if not isinstance(metrics, dict):
         raise ResultsFormatError("%s: metrics must be an object keyed by workload" % where)
@@ -261,6 +286,20 @@ def validate_line(record: Any, where: str = "<result>") -> None:
             )
     elif failure is not None:
         raise ResultsFormatError("%s: status 'ok' must have failure null, got %r" % (where, failure))
+
+
+def _validate_cold_start(block: Mapping[str, Any], where: str) -> None:
+    for key in COLD_START_SECONDS:
+        value = block.get(key)
+        if value is not None and not (is_number_or_null(value) and value >= 0):
+            raise ResultsFormatError(
+                "%s.%s must be seconds (a number >= 0) or null, got %r" % (where, key, value)
+            )
+    if block.get("reached") not in COLD_START_PHASES:
+        raise ResultsFormatError(
+            "%s.reached must be one of %s, got %r"
+            % (where, ", ".join(COLD_START_PHASES), block.get("reached"))
+        )
 
 
 def _validate_metric_block(block: Any, where: str) -> None:

@@ -399,7 +399,10 @@ class Sweep:
         if line is None:
             return None
         line.update(
-            started_at=started_at, timings=timings, release={"forced": stop.forced, "gpu": stop.gpu_check}
+            started_at=started_at,
+            timings=timings,
+            release={"forced": stop.forced, "gpu": stop.gpu_check},
+            cold_start=server.cold_start.as_dict(),
         )
         return line
 
@@ -424,6 +427,8 @@ class Sweep:
         progress.phase(config["id"], "gate")
         clock = time.monotonic()
         gate = correctness.run_gate(options.host, port, reference=self.reference, api_key=options.api_key)
+        if gate.first_answer_at is not None:
+            server.cold_start.mark("first_token", gate.first_answer_at)
         timings["gate_s"] = round(time.monotonic() - clock, 3)
         if not gate.passed:
             if _exit_code(server, DEATH_GRACE_S) is not None:

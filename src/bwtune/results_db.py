@@ -518,6 +518,15 @@ def _import_one(conn: sqlite3.Connection, record: dict[str, Any]) -> str | Repla
     ).fetchone()
     if existing is not None and existing["line_sha256"] == digest:
         return "unchanged"
+    # A results file holds every launch of a re-measured config (adaptive's finals): reading
+    # it again must not swap the current line with one already kept as superseded.
+    if existing is not None and any(
+        hashlib.sha256(row["line_json"].encode()).hexdigest() == digest
+        for row in conn.execute(
+            "SELECT line_json FROM superseded_results WHERE run_id = ? AND host = ? AND config_id = ?", key
+        )
+    ):
+        return "unchanged"
     attempt = 1
     if existing is not None:
         conn.execute(
@@ -778,6 +787,28 @@ def superseded_results(conn: sqlite3.Connection, run_id: str) -> list[dict[str, 
     ]
 
 
+def launched_lines(conn: sqlite3.Connection, gpu: str) -> list[dict[str, Any]]:
+    """Every launch of a hardware group (lines whose `gpu` is `gpu`) in every run, earlier
+    measurements of re-measured configs included: what a plan's cost estimate learns from.
+    Lines imported before the database kept whole lines carry status, simulated and timings."""
+    lines = []
+    for row in conn.execute(
+        "SELECT status, simulated, timings_json, line_json FROM results WHERE gpu = ?", (gpu,)
+    ):
+        if contract.is_launched(row["status"]):
+            stored = _loads(row["line_json"])
+            lines.append(stored if isinstance(stored, dict) else {
+                "status": row["status"], "simulated": bool(row["simulated"]),
+                "timings": json.loads(row["timings_json"]), "gpu": gpu,
+            })  # fmt: skip
+    for row in conn.execute("SELECT line_json FROM superseded_results"):
+        stored = json.loads(row["line_json"])
+        launched = isinstance(stored, dict) and contract.is_launched(stored.get("status"))
+        if launched and stored.get("gpu") == gpu:
+            lines.append(stored)
+    return lines
+
+
 def _metrics_by_result(conn: sqlite3.Connection, run_id: str) -> dict[tuple[str, str], dict[str, Any]]:
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for row in conn.execute(
@@ -834,9 +865,10 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
 
     Each result has the stable keys id, host, status, flags, failure, metrics, plus argv,
     launch_command, point, simulated, objective, objective_ci95, reasons, timings, release,
-    screened_out, duplicate_of, attempt, started_at, finished_at, gpu, sglang_version and
-    stack_fingerprint. The summary counts `failed` (launched configs that failed, by class)
-    apart from `not_launched` (pruned, duplicate) and `screened_out` (ok).
+    cold_start (null for lines without it), screened_out, duplicate_of, attempt, started_at,
+    finished_at, gpu, sglang_version and stack_fingerprint. The summary counts `failed`
+    (launched configs that failed, by class) apart from `not_launched` (pruned, duplicate)
+    and `screened_out` (ok).
     """
     run = get_run(conn, run_id)
     objective = resolved_objective(conn, run_id)
@@ -865,6 +897,7 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "reasons": record["reasons"],
                 "timings": record["timings"],
                 "release": record["release"],
+                "cold_start": record.get("cold_start"),
                 "screened_out": record["screened_out"],
                 "duplicate_of": record["duplicate_of"],
                 "attempt": attempts[(record["host"], record["config_id"])],
@@ -875,7 +908,8 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "stack_fingerprint": record["stack_fingerprint"],
             }
         )
-    best_line = contract.pick_best(records, objective)
+    # Every launch of a config competes (pick_best pools a re-measured config's lines).
+    best_line = contract.pick_best([*records, *superseded_results(conn, run_id)], objective)
     best = (
         None
         if best_line is None

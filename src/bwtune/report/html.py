@@ -8,7 +8,14 @@ from typing import Any
 
 from bwtune import __version__
 from bwtune.report import svg
-from bwtune.report.model import SIMULATED_LABEL, ReportData, Row
+from bwtune.report.model import (
+    COLD_START_COLUMNS,
+    COLD_START_NOTE,
+    SIMULATED_LABEL,
+    ReportData,
+    Row,
+    cold_start_rows,
+)
 from bwtune.report.regression_chart import regression_section
 
 _CSS = """
@@ -250,6 +257,36 @@ def _pareto(data: ReportData) -> str:
     )
 
 
+def _cold_start(data: ReportData) -> str:
+    rows = cold_start_rows(data)
+    if not rows:
+        return '<p class="sub">No launch of this run recorded its cold start.</p>'
+    sim = (
+        f" {SIMULATED_LABEL}: the stand-in's simulated weight load and graph capture."
+        if data.simulated
+        else ""
+    )
+    head = "<tr><th>config</th><th>host</th><th>status</th><th>reached</th>" + "".join(
+        f'<th class="num">{escape(caption)}</th>' for _key, caption in COLD_START_COLUMNS
+    )
+    body = []
+    for row, cold in rows:
+        cells = "".join(
+            f'<td class="num" data-sort="{escape(str(cold.get(key) if cold.get(key) is not None else ""))}">'
+            f"{_fmt(cold.get(key))}</td>"
+            for key, _caption in COLD_START_COLUMNS
+        )
+        body.append(
+            f'<tr><td class="id"><code>{escape(row.id)}</code></td><td class="id">{escape(row.host)}</td>'
+            f'<td data-sort="{escape(row.status)}">{_status(row)}</td>'
+            f"<td>{escape(str(cold.get('reached')))}</td>{cells}</tr>"
+        )
+    return (
+        f'<p class="sub">{escape(COLD_START_NOTE + sim)}</p>'
+        f'<table class="sortable"><thead>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    )
+
+
 def _failures(data: ReportData) -> str:
     blocks = [] if data.failures else ['<p class="sub">No launch failed.</p>']
     for klass, rows in data.failures.items():
@@ -314,6 +351,7 @@ def render_html(data: ReportData) -> str:
         _section(data, "objective", "Objective per config", _bars(data)),
         _section(data, "pareto", "Throughput vs per-request decode rate", _pareto(data)),
         _section(data, "configs", "Configs", _table(data)),
+        _section(data, "cold-start", "Cold start per launch", _cold_start(data)),
         _section(data, "failures", "Failures by class, and configs not launched", _failures(data)),
         _section(data, "stack", "Hosts and stack fingerprint", _stack(data)),
     ]

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from bwtune.report.model import SIMULATED_LABEL, ReportData
+from bwtune.report.model import (
+    COLD_START_COLUMNS,
+    COLD_START_NOTE,
+    SIMULATED_LABEL,
+    ReportData,
+    cold_start_rows,
+)
 
 NA = "\u2013"  # en dash: a missing value
 
@@ -115,6 +121,9 @@ def render_markdown(data: ReportData) -> str:
         out.append("No ok config reports throughput and decode rate.")
     out.append("")
 
+    out += [f"## Cold start per launch{sim}", ""]
+    out += _cold_start(data)
+
     out += [f"## Failures by class, and configs not launched{sim}", ""]
     if not data.failures:
         out += ["No launch failed.", ""]
@@ -146,3 +155,22 @@ def render_markdown(data: ReportData) -> str:
         )
     out.append("")
     return "\n".join(out)
+
+
+def _cold_start(data: ReportData) -> list[str]:
+    rows = cold_start_rows(data)
+    if not rows:
+        return ["No launch of this run recorded its cold start.", ""]
+    note = COLD_START_NOTE
+    if data.simulated:
+        note += f" **{SIMULATED_LABEL}**: the stand-in's simulated weight load and graph capture."
+    out = [note, ""]
+    out.append("| config | host | status | reached | " + " | ".join(c for _k, c in COLD_START_COLUMNS) + " |")
+    out.append("|---|---|---|---|" + "---:|" * len(COLD_START_COLUMNS))
+    for row, cold in rows:
+        cells = " | ".join(_fmt(cold.get(key)) for key, _caption in COLD_START_COLUMNS)
+        out.append(
+            f"| `{row.id}` | {_cell(row.host)} | {row.status} | {_cell(str(cold.get('reached')))} | {cells} |"
+        )
+    out.append("")
+    return out

@@ -213,6 +213,31 @@ def _row(
     )
 
 
+# The cold-start columns a report shows, in phase order: (results line key, caption).
+COLD_START_COLUMNS = (
+    ("process_to_listen_s", "port listening"),
+    ("to_health_s", "/health ok"),
+    ("to_ready_s", "ready (launch to ready)"),
+    ("to_first_token_s", "first token"),
+    ("failed_after_s", "failed after"),
+)
+COLD_START_NOTE = (
+    "Seconds from the server process's start (monotonic clock) to each phase; a dash: not "
+    "reached. Ready: /health_generate and an authenticated route answered, when the sweep "
+    "starts the correctness gate; first token: the gate's first answer. Launches of older "
+    "bwtune releases did not record it."
+)
+
+
+def cold_start_rows(data: ReportData) -> list[tuple[Row, dict[str, Any]]]:
+    """The launched configs that recorded their cold start, in the report's row order."""
+    return [
+        (row, row.result["cold_start"])
+        for row in data.rows
+        if contract.is_launched(row.status) and isinstance(row.result.get("cold_start"), dict)
+    ]
+
+
 def plan_text(plan: dict[str, Any] | None) -> str:
     """The plan summary as one readable line (the node's sweep summary or the planner's)."""
     if not plan:
