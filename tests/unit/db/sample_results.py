@@ -29,6 +29,21 @@ FAILURES = {
     "crashed": "server exited with signal 11 (SIGSEGV) during workload chat-1k",
     "wrong-output": "correctness gate: 3/8 answers wrong (expected '42', got '4 2 4 2 4 2')",
 }
+# A launch's cold start (results_contract.COLD_START_SECONDS): a failed start got as far as
+# its class says; crashed and wrong-output launches were ready and answered (as ok ones).
+_READY = {"process_to_listen_s": 0.5, "to_health_s": 38.9, "to_ready_s": 41.2, "to_first_token_s": 41.9}
+_COLD_STARTS: dict[str, dict[str, Any] | None] = {
+    "pruned": None,  # never launched
+    "duplicate": None,
+    "ok": {**_READY, "failed_after_s": None, "reached": "first_token"},
+    "invalid-args": {"process_to_listen_s": None, "to_health_s": None, "to_ready_s": None,
+                     "to_first_token_s": None, "failed_after_s": 1.6, "reached": "started"},
+    "oom": {"process_to_listen_s": 0.5, "to_health_s": None, "to_ready_s": None,
+            "to_first_token_s": None, "failed_after_s": 33.4, "reached": "listening"},
+    "startup-timeout": {"process_to_listen_s": 0.5, "to_health_s": None, "to_ready_s": None,
+                        "to_first_token_s": None, "failed_after_s": 900.0, "reached": "listening"},
+}  # fmt: skip
+_COLD_STARTS["unsupported-hardware"] = _COLD_STARTS["oom"]
 # Where in the pipeline each failure happened: before launch (no metrics) or after some work.
 _FAILED_AFTER_BENCH = {"wrong-output"}
 
@@ -143,6 +158,7 @@ def _line(
         "finished_at": f"2026-11-30T10:{index:02d}:50+00:00",
         "timings": {"startup_s": 41.2, "gate_s": 3.1, "bench_s": 0.0 if not metrics else 96.4, "stop_s": 4.0},
         "release": None if status in ("pruned", "duplicate") else {"forced": False, "gpu": "released"},
+        "cold_start": _COLD_STARTS.get(status, _COLD_STARTS["ok"]),
         "metrics": metrics,
         "accept_length": None,
         "screened_out": False,
