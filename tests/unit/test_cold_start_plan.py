@@ -69,7 +69,9 @@ def test_other_workloads_leave_the_workload_time_to_the_matrix() -> None:
 
 def test_real_launches_win_over_simulated_ones_which_are_labelled() -> None:
     simulated = [measured(n, 3.0, 1.0, simulated=True) for n in range(1, 4)]
-    assert launch_cost.estimate([*simulated, measured(9, 300.0, 400.0)], WORKLOADS, **MATRIX).startup_s == 315.0
+    assert (
+        launch_cost.estimate([*simulated, measured(9, 300.0, 400.0)], WORKLOADS, **MATRIX).startup_s == 315.0
+    )
     only_simulated = launch_cost.estimate(simulated, WORKLOADS, **MATRIX)
     assert only_simulated.simulated and "simulated launches (stand-in)" in only_simulated.describe()
 
@@ -103,7 +105,9 @@ def _estimate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     return dict(json.loads(capsys.readouterr().out)["summary"]["estimate"])
 
 
-def test_plan_estimates_from_the_database_of_the_same_gpu(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_estimates_from_the_database_of_the_same_gpu(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     est = _estimate(capsys, "--db", str(db))
     assert est["source"] == "results database" and est["measured_launches"] == 3
     assert est["per_launch_s"] == 715.0
