@@ -5,6 +5,9 @@
 - a test module that drives headless Chromium (it imports tests/unit/report/headless.py)
   is `browser`.
 Other tiers (`oracle`, `hosts`, `slow`) are marked by hand where the test is written.
+
+Every test gets its own empty bwtune home and results database, so what a developer's
+~/.local/share/bwtune holds (`bwtune plan` prices launches from it) cannot change a result.
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ def _drives_chromium(module: ModuleType | None) -> bool:
         if name == HEADLESS_HELPER:
             return True
     return False
+
+
+@pytest.fixture(autouse=True)
+def _own_bwtune_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path_factory.mktemp("bwtune-home")
+    monkeypatch.setenv("BWTUNE_HOME", str(home))
+    monkeypatch.setenv("BWTUNE_DB", str(home / "results.db"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
