@@ -4,7 +4,10 @@ A run in a results database holds a good config (the best) and one whose stand-i
 start (`--mem-fraction-static 0.95`: the profile's out-of-memory in graph capture, as on a
 GPU with less room than the sweep's). The good one rolls out to both hosts; the failing one
 stops on the first host, which goes back to the good config and keeps serving, and the
-second host is not touched.
+second host is not touched. The run records the hosts' hardware group (the GPUs of the
+stand-in's fake nvidia-smi and the stand-in stack's fingerprint, as `bwtune facts` reads
+them), so promote finds both hosts in it. (Hosts left out of the group:
+tests/unit/serving/test_promote_hosts.py.)
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import exit_codes, results_db
+from bwtune.hardware_group import HardwareGroup
 from tests.hosts import serving_stack as stack
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
@@ -26,9 +31,12 @@ pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 RUN = "promote-test-1"
 GOOD = {**stack.GOOD_FLAGS, "max-running-requests": 32}
 FAILS_TO_START = {**stack.GOOD_FLAGS, "mem-fraction-static": 0.95}
+# The stand-in's fake nvidia-smi on the hosts, run by the stand-in stack's Python.
+FAKE_SMI = "/usr/local/lib/bwtune-test/nvidia-smi"
+FAKE_SMI_SCRIPT = '#!/bin/sh\nexec /opt/bwtune/stacks/current/bin/python -m bwtune.standin.fake_smi "$@"\n'
 
 
-def line(config_id: str, flags: dict[str, Any], throughput: float) -> dict[str, Any]:
+def line(config_id: str, flags: dict[str, Any], throughput: float, group: HardwareGroup) -> dict[str, Any]:
     argv = ["--model-path", stack.MODEL_PATH]
     for name, value in flags.items():
         argv += [f"--{name}", str(value)]
@@ -39,22 +47,8 @@ def line(config_id: str, flags: dict[str, Any], throughput: float) -> dict[str, 
     }
     return contract.make_line(
         run_id=RUN, host="sweep-node", config_id=config_id, status="ok", flags=flags, argv=argv,
-        metrics={"chat": block}, simulated=True,
+        metrics={"chat": block}, simulated=True, gpu=group.gpu, stack_fingerprint=group.stack_fingerprint,
     )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("promote-db") / "results.db"
-    conn = results_db.connect(path)
-    results_db.record_run(
-        conn, RUN, objective={"workload": "chat", "metric": "output_throughput", "goal": "max"}
-    )
-    results_db.import_results(
-        conn, [line("cgood000001", GOOD, 100.0), line("cfails00002", FAILS_TO_START, 90.0)]
-    )
-    conn.close()
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +57,55 @@ def hosts(make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return stack.serving_hosts(make_testhosts, tmp_path_factory.mktemp("serving"))
 
 
+def inventory(hosts: Any) -> Path:
+    """The hosts' inventory, with the fake nvidia-smi as theirs."""
+    data = yaml.safe_load(hosts.inventory.read_text())
+    data["all"]["children"]["testhosts"]["vars"]["bwtune_nvidia_smi"] = FAKE_SMI
+    path = hosts.dir / "promote-inventory.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def group(hosts: Any) -> HardwareGroup:
+    """The hosts' hardware group, as `bwtune facts` (and so a sweep on them) sees it."""
+    install = f"mkdir -p {Path(FAKE_SMI).parent} && printf '%s' \"$0\" > {FAKE_SMI} && chmod 755 {FAKE_SMI}"
+    for name in hosts.names:
+        assert hosts.ssh(name, "sh", "-c", install, FAKE_SMI_SCRIPT).returncode == 0
+    bwtune = Path(sys.executable).parent / "bwtune"
+    pipelining = ["-e", "ansible_pipelining=1"]  # one SSH round trip per task, as the promote runs have
+    done = subprocess.run(
+        [str(bwtune), "facts", "-i", str(inventory(hosts)), "--json", *pipelining],
+        capture_output=True, text=True, env=hosts.env(), timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = {h: HardwareGroup.of_facts(f) for h, f in json.loads(done.stdout)["hosts"].items()}
+    assert len(set(found.values())) == 1 and not next(iter(found.values())).missing(), found
+    return next(iter(found.values()))
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory, group: HardwareGroup) -> Path:
+    path = tmp_path_factory.mktemp("promote-db") / "results.db"
+    conn = results_db.connect(path)
+    results_db.record_run(
+        conn, RUN, objective={"workload": "chat", "metric": "output_throughput", "goal": "max"}
+    )
+    results_db.import_results(
+        conn,
+        [line("cgood000001", GOOD, 100.0, group), line("cfails00002", FAILS_TO_START, 90.0, group)],
+    )
+    conn.close()
+    return path
+
+
 def promote(hosts: Any, db: Path, tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     variables = tmp_path / "standin-vars.json"
     variables.write_text(json.dumps(stack.STANDIN_VARS))
     env = dict(hosts.env(), BWTUNE_HOME=str(tmp_path / "home"))
     bwtune = Path(sys.executable).parent / "bwtune"
-    cmd = [str(bwtune), "promote", RUN, "-i", str(hosts.inventory), "--db", str(db), "-e", f"@{variables}"]
+    where = str(inventory(hosts))
+    cmd = [str(bwtune), "promote", RUN, "-i", where, "--db", str(db), "-e", f"@{variables}"]
     done = subprocess.run(
         [*cmd, *extra, "--json"], capture_output=True, text=True, env=env, timeout=600, check=False
     )

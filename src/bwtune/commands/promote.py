@@ -1,8 +1,11 @@
 """`bwtune promote RUN_ID`: roll a sweep's best config (or a named one) out to the serving hosts.
 
-Host by host (`serial: 1`, playbooks/promote.yml): the server role installs the config, the
-host must answer /health_generate and the sweep's correctness prompts, then the next host
-starts. A host that fails goes back to the config it ran before and the rollout stops.
+Only to the hosts of the config's hardware group (bwtune.hardware_group): the facts playbook
+first says which hosts of the inventory (or --limit) have the GPU and stack fingerprint the
+config was measured on; the others are left out, each with the reason. Then host by host
+(`serial: 1`, playbooks/promote.yml): the server role installs the config, the host must
+answer /health_generate and the sweep's correctness prompts, then the next host starts. A
+host that fails goes back to the config it ran before and the rollout stops.
 """
 
 from __future__ import annotations
@@ -14,14 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import exit_codes, results_db, runner
 from bwtune.commands import _playbook_options as playbook_options
+from bwtune.commands import facts as facts_command
+from bwtune.hardware_group import HardwareGroup, Selection, select
 from bwtune.report.launch import server_args
 
 NAME = "promote"
-HELP = "Roll a run's best config (or --config) out to the serving hosts, one at a time, with rollback."
+HELP = "Roll a run's best config (or --config) out to its hardware group's hosts, one by one, with rollback."
 
 PROMOTE_PLAYBOOK = "promote.yml"
+FACTS_PLAYBOOK = facts_command.FACTS_PLAYBOOK
 RESOLVE_TASK = "Resolve the config to serve"
 PROMOTED_TASK = "Promoted"
 STOP_TASK = "Stop the rollout"
@@ -43,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass
 class HostOutcome:
-    status: str = "not reached"  # promoted | rolled back | failed | not reached
+    status: str = "not reached"  # promoted | rolled back | failed | not reached | left out
     changed_flags: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
 
@@ -67,6 +74,27 @@ def choose_config(output: Mapping[str, Any], config_id: str | None) -> Mapping[s
     return ok[0]
 
 
+def measured_group(chosen: Mapping[str, Any], run_id: str) -> HardwareGroup:
+    """The hardware group the config was measured on; BadInput when the run did not record it."""
+    group = HardwareGroup.of_result(chosen)
+    missing = group.missing()
+    if missing:
+        raise BadInput(
+            f"run {run_id}: config {chosen['id']} (measured on {chosen['host']}) records no "
+            f"{' and no '.join(missing)}: cannot tell which hosts it holds for"
+        )
+    return group
+
+
+def nobody_line(selection: Selection, chosen: Mapping[str, Any], run_id: str, where: str) -> str:
+    """The one line for an inventory with no host of the config's hardware group."""
+    why = "; ".join(f"{host}: {reason}" for host, reason in selection.left_out.items())
+    return (
+        f"no host of {where} is in the hardware group of config {chosen['id']} of run {run_id} "
+        f"({selection.group}); nothing was promoted. {why}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         extra_vars = playbook_options.check_extra_vars(args.extra_vars)
@@ -81,15 +109,43 @@ def run(args: argparse.Namespace) -> int:
         except results_db.DB_INPUT_ERRORS as exc:
             raise BadInput(f"results database: {exc}") from None
         chosen = choose_config(output, args.config)
+        group = measured_group(chosen, args.run_id)
     except (BadInput, runner.InventoryError, playbook_options.ExtraVarsError) as exc:
         print(f"bwtune: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
 
+    common = {
+        "forks": args.forks,
+        "quiet": True,
+        "verbosity": playbook_options.verbosity(args),
+        "extra_args": playbook_options.extra_vars_args(extra_vars),
+    }
+    # Which hosts are of the group: their facts now (read-only), as `bwtune facts` gathers them.
+    with runner.cancel_on_interrupt() as cancel:
+        gathered = runner.run_playbook(
+            FACTS_PLAYBOOK, inventory, {}, limit=args.limit, cancel=cancel.event, **common
+        )
+    if gathered.canceled:
+        print("bwtune: promote cancelled; nothing was promoted", file=sys.stderr)
+        return exit_codes.CANCELED
+    if gathered.error:
+        print(f"bwtune: the facts playbook did not run: {gathered.error}", file=sys.stderr)
+        return exit_codes.HOST_FAILED
+    failed = {host: failure.line() for host, failure in gathered.failures.items()}
+    selection = select(group, inventory.hosts, facts_command.host_facts(gathered), failed)
+    if not selection.hosts:
+        where = f"inventory {args.inventory}" + (f" (--limit {args.limit})" if args.limit else "")
+        print(f"bwtune: {nobody_line(selection, chosen, args.run_id, where)}", file=sys.stderr)
+        return exit_codes.HOST_FAILED if selection.unknown else exit_codes.BAD_INPUT
+
     promotion = {"args": server_args(chosen), "config_id": chosen["id"], "run_id": args.run_id}
-    outcomes = {host: HostOutcome() for host in inventory.hosts}
+    outcomes = {host: HostOutcome() for host in selection.hosts}
+    for host, reason in selection.left_out.items():
+        outcomes[host] = HostOutcome(status="left out", message=reason)
     if not args.json and not args.quiet:
         simulated = " (simulated numbers)" if chosen.get("simulated") else ""
         print(f"promoting {chosen['id']} of run {args.run_id} (measured on {chosen['host']}{simulated})")
+        print(f"hardware group {group}: {', '.join(selection.hosts)}")
 
     seen_resolve: set[str] = set()
     # The last failure of each host: a rescued one (the promotion) comes before STOP_TASK's.
@@ -117,14 +173,12 @@ def run(args: argparse.Namespace) -> int:
         outcome = runner.run_playbook(
             PROMOTE_PLAYBOOK,
             inventory,
-            {"bwtune_promote": promotion},
-            limit=args.limit,
-            forks=args.forks,
+            {"promote_config": promotion},
+            # Ansible's --limit, narrowed to the group: the hosts are inventory names.
+            limit=",".join(selection.hosts),
             on_event=on_event,
-            quiet=True,
             cancel=cancel.event,
-            verbosity=playbook_options.verbosity(args),
-            extra_args=playbook_options.extra_vars_args(extra_vars),
+            **common,
         )
     if outcome.canceled:
         print("bwtune: promote cancelled; hosts already promoted keep the new config", file=sys.stderr)
@@ -136,9 +190,9 @@ def run(args: argparse.Namespace) -> int:
         result.status = "rolled back" if rolled_back else "failed"
         result.message = message
     code = exit_codes.OK
-    if outcome.failures or outcome.rc != 0:
+    if outcome.failures or outcome.rc != 0 or selection.unknown:
         code = exit_codes.HOST_FAILED
-    print_outcome(promotion, outcomes, outcome.error, as_json=args.json)
+    print_outcome(promotion, group, outcomes, outcome.error, as_json=args.json)
     return code
 
 
@@ -154,20 +208,26 @@ def describe_changes(changes: list[dict[str, Any]]) -> str:
 
 
 def print_outcome(
-    promotion: Mapping[str, Any], outcomes: Mapping[str, HostOutcome], error: str | None, *, as_json: bool
+    promotion: Mapping[str, Any],
+    group: HardwareGroup,
+    outcomes: Mapping[str, HostOutcome],
+    error: str | None,
+    *,
+    as_json: bool,
 ) -> None:
     if as_json:
         body = {
             "run_id": promotion["run_id"],
             "config_id": promotion["config_id"],
             "args": promotion["args"],
+            "hardware_group": group.as_dict(),
             "hosts": {
                 host: {"status": o.status, "changed_flags": o.changed_flags, "message": o.message}
                 for host, o in sorted(outcomes.items())
             },
             "error": error,
         }
-        json.dump(body, sys.stdout, indent=2)
+        json.dump(contract.versioned(body), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     for host, result in sorted(outcomes.items()):
