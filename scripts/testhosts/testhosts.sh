@@ -19,8 +19,8 @@ MIRROR=${TESTHOSTS_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 # What every host has. g++/make/git let a host build (fleet builds); the CUDA toolkit is
 # bind-mounted from the controller when a test needs it (--bind-ro). python3-packaging:
-# Ansible's pip module needs it on the node.
-PACKAGES=python3,python3-venv,python3-packaging,openssh-server,iproute2,systemd,systemd-sysv,dbus,sudo,ca-certificates,g++,make,git
+# Ansible's pip module needs it on the node. rsync: the checkpoint role's mirror fan-out.
+PACKAGES=python3,python3-venv,python3-packaging,openssh-server,iproute2,systemd,systemd-sysv,dbus,sudo,ca-certificates,g++,make,git,rsync
 # Bump when the configuration written into the rootfs changes: the cache is rebuilt.
 ROOTFS_VERSION=2
 SLOTS=/run/bwtune-testhosts        # one /24 per running set of hosts (several test runs at once)
@@ -42,6 +42,8 @@ ensure_tools() {
     command -v ssh-keygen >/dev/null || missing+=(openssh-client)
     command -v ssh >/dev/null || missing+=(openssh-client)
     command -v ip >/dev/null || missing+=(iproute2)
+    # The controller serves the hosts files (a checkpoint mirror) with an rsync daemon.
+    command -v rsync >/dev/null || missing+=(rsync)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing ${missing[*]}"
     (
