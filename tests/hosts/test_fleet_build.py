@@ -1,21 +1,31 @@
-"""Fleet build: of two identical hosts, the first compiles sgl-kernel, the second only installs the wheel."""
+"""The whole provision chain on two identical hosts: preflight -> stack -> checkpoint -> server.
+
+`bwtune provision --serve` runs playbooks/provision.yml with provision_serve: the first host
+compiles sgl-kernel, the second only installs the wheel that went through the controller;
+both verify the stack and make it current, then serve.yml puts a (small, whole) checkpoint
+in place and runs the stand-in as SGLang under the new stack's Python, as a systemd unit.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.integration.provision.scenario import WHEELHOUSE, prepare
+from tests.fixtures.hub.make_repo import make_repo
+from tests.hosts import serving_stack
+from tests.integration.provision.scenario import REPO, WHEELHOUSE, prepare
 
-HERE = Path(__file__).parent
-VENV = "/opt/bwtune/stacks/0123456789ab"
 CALLS = "/var/tmp/nvcc-calls"
+STACKS = "/opt/bwtune/stacks"
+MODEL = "/models/qwen35"
 # The CUDA toolkit, bind-mounted read-only into the hosts at the same path.
 CUDA_HOME = os.environ.get("BWTUNE_TEST_CUDA_HOME", "/usr/local/cuda-13.0")
 
 
-def test_one_build_for_two_hosts(make_testhosts, tmp_path: Path) -> None:
+def test_provision_builds_once_for_two_hosts_then_serves(make_testhosts, tmp_path: Path) -> None:
     base = tmp_path / "scenario"
     info = prepare(base)
     # The hosts' own compiler-counting nvcc: the toolkit is bind-mounted read-only at the same path.
@@ -26,31 +36,66 @@ def test_one_build_for_two_hosts(make_testhosts, tmp_path: Path) -> None:
         f'exec {CUDA_HOME}/bin/nvcc "$@"\n'
     )
     (hostbin / "nvcc").chmod(0o755)
-    hosts = make_testhosts(2, bind_ro=(CUDA_HOME, str(WHEELHOUSE), str(base)))
+    model = make_repo(tmp_path / "model", shard_bytes=4096)
+    # The model outside /tmp: the unit has a private /tmp. The repository gives the stand-in.
+    binds = (CUDA_HOME, str(WHEELHOUSE), str(base), f"{model}:{MODEL}", str(REPO))
+    hosts = make_testhosts(2, bind_ro=binds)
     builder, other = hosts.names
 
     variables = dict(info["vars"])
     variables.update(
-        fleet_venv=VENV,
-        fleet_fingerprint="0123456789ab",
-        fleet_controller_wheelhouse=str(tmp_path / "controller-wheelhouse"),
-        sgl_kernel_nvcc=str(hostbin / "nvcc"),
+        bwtune_stack_root=STACKS,
+        preflight_build_dir="/var/tmp/bwtune-build",
+        cuda_toolkit_nvcc_candidates=[str(hostbin / "nvcc")],
         sgl_kernel_build_dir="/var/tmp/bwtune-build",
         sgl_kernel_wheel_cache="/var/cache/bwtune/wheels",
-        sgl_kernel_jobs=1,
+        provision_wheelhouse=str(tmp_path / "controller-wheelhouse"),
+        bwtune_model_path=MODEL,
+        server_flags=serving_stack.GOOD_FLAGS,
+        # The stand-in as SGLang, run by the new stack's Python (PyYAML comes with its packages).
+        server_launch_command=[f"{STACKS}/current/bin/python", "-m", "bwtune.standin"],
+        server_env={
+            "PYTHONPATH": f"{REPO}/src:{REPO}/build/dev-collections",
+            "BWTUNE_STANDIN_STARTUP_SCALE": "0.002",
+        },
+        server_health_timeout_s=60,
+        server_restart_sec=1,
+        ansible_pipelining=True,
     )
-    varfile = tmp_path / "fleet-vars.json"
+    varfile = tmp_path / "provision-vars.json"
     varfile.write_text(json.dumps(variables))
-    proc = hosts.playbook(HERE / "fleet_sgl_kernel.yml", "-e", f"@{varfile}")
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    bwtune = Path(sys.executable).parent / "bwtune"
+    cmd = [str(bwtune), "provision", "--serve", "--json", "-i", str(hosts.inventory), "-e", f"@{varfile}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=hosts.env(), timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout)
+    assert out["serve"] is True
+    fingerprint = out["hosts"][builder]["fingerprint"]
+    assert out["hosts"][other]["fingerprint"] == fingerprint
 
     # The builder compiled; the other host never ran nvcc but has the same verified wheel, installed.
     assert int(hosts.ssh(builder, "sh", "-c", f"wc -l < {CALLS}").stdout.strip() or 0) > 0
     assert hosts.ssh(other, "test", "-e", CALLS).returncode == 1
-    fetched = list((tmp_path / "controller-wheelhouse" / "0123456789ab").glob("sglang_kernel-*.whl"))
+    fetched = list((tmp_path / "controller-wheelhouse" / fingerprint).glob("sglang_kernel-*.whl"))
     assert len(fetched) == 1
     for name in (builder, other):
-        cached = hosts.ssh(name, "ls", "/var/cache/bwtune/wheels/0123456789ab").stdout.split()
+        cached = hosts.ssh(name, "ls", f"/var/cache/bwtune/wheels/{fingerprint}").stdout.split()
         assert cached == [fetched[0].name]
-        probe = hosts.ssh(name, f"{VENV}/bin/python", "-c", "import sgl_kernel; print(sgl_kernel.FP4)")
+        assert hosts.ssh(name, "readlink", f"{STACKS}/current").stdout.strip() == fingerprint
+        probe = hosts.ssh(
+            name, f"{STACKS}/current/bin/python", "-c", "import sgl_kernel; print(sgl_kernel.FP4)"
+        )
         assert probe.returncode == 0 and probe.stdout.strip() == "True", probe.stderr
+
+        # Then served: the unit runs the stand-in under the new stack's Python, healthy, with the key.
+        active = hosts.ssh(name, "systemctl", "is-active", serving_stack.UNIT)
+        assert active.stdout.strip() == "active"
+        pid = hosts.ssh(
+            name, "systemctl", "show", serving_stack.UNIT, "-p", "MainPID", "--value"
+        ).stdout.strip()
+        argv = hosts.ssh(name, "cat", f"/proc/{pid}/cmdline").stdout.split("\0")
+        assert argv[:3] == [f"{STACKS}/current/bin/python", "-m", "bwtune.standin"]
+        assert serving_stack.http_get(hosts, name, "/health")["status"] == 200
+        info_body = serving_stack.http_get(hosts, name, "/server_info", "FILE")
+        assert info_body["status"] == 200
+        assert json.loads(info_body["body"])["tp_size"] == serving_stack.GOOD_FLAGS["tp-size"]

@@ -1,9 +1,11 @@
 """`bwtune provision`: build and verify the serving stack on the inventory's hosts.
 
 Runs playbooks/provision.yml (preflight -> CUDA toolkit -> torch -> sgl-kernel -> SGLang ->
-facts; docs/provisioning.md). Per host it says which stack (fingerprint) the inputs make and
-why it differs from the current one; with `--check` nothing is built or changed and that is
-the whole answer: what would be built, and which input changed.
+facts; docs/provisioning.md); with `--serve` then the checkpoint and the server on the hosts
+whose stack became current (serve.yml; docs/serving.md). Per host it says which stack
+(fingerprint) the inputs make and why it differs from the current one; with `--check`
+nothing is built or changed and that is the whole answer: what would be built, and which
+input changed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from bwtune import runner
 from bwtune.commands import _task_playbook as task_playbook
 
 NAME = "provision"
-HELP = "Build and verify the SGLang stack on the inventory's hosts (playbooks/provision.yml)."
+HELP = "Build and verify the SGLang stack on the inventory's hosts (provision.yml); --serve: and serve it."
 
 PROVISION_PLAYBOOK = "provision.yml"
 # The playbook's task whose stack_layout result names the stack and why it is new.
@@ -30,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--check",
         action="store_true",
         help="change nothing: say per host which stack would be built and which input changed",
+    )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="then put the checkpoint on each host and run SGLang there as a service (serve.yml: "
+        "bwtune_model_path, the config in server_flags; docs/serving.md)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object with each host's stack")
 
@@ -56,9 +64,10 @@ def describe(host: str, stack: dict[str, Any], check: bool, failed: bool) -> str
 
 
 def run(args: argparse.Namespace) -> int:
-    done = task_playbook.run_task_playbook(
-        PROVISION_PLAYBOOK, args, "provision", ["--check"] if args.check else []
-    )
+    ansible_args = ["--check"] if args.check else []
+    if args.serve:
+        ansible_args += ["-e", json.dumps({"provision_serve": True})]
+    done = task_playbook.run_task_playbook(PROVISION_PLAYBOOK, args, "provision", ansible_args)
     if done.outcome is None or done.exit_code:
         return done.exit_code
     code = task_playbook.report_failures(done.outcome, "provision")
@@ -66,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = {
             "check": bool(args.check),
+            "serve": bool(args.serve),
             "exit_code": code,
             "hosts": {
                 host: {
@@ -81,5 +91,6 @@ def run(args: argparse.Namespace) -> int:
     for host, stack in stacks.items():
         print(describe(host, stack, args.check, host in done.outcome.failures))
     if code == task_playbook.EXIT_OK and not args.check:
-        print(f"provisioned: {', '.join(done.outcome.hosts)}")
+        served = " and serving" if args.serve else ""
+        print(f"provisioned{served}: {', '.join(done.outcome.hosts)}")
     return code
