@@ -88,3 +88,22 @@ def test_facts_fill_auto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     facts.write_text(json.dumps({"gpu": b200}))
     assert main(["plan", str(matrix), "--facts", str(facts), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["gpu"] == "sm100"
+
+
+@pytest.mark.parametrize(
+    ("version", "nearest"),
+    [("0.5.24", "the nearest is 0.5.23"), ("0.5.9.post1", "the nearest are 0.5.9 and 0.5.10")],
+)
+def test_sglang_version_without_a_table_is_refused_naming_the_nearest_releases(
+    version: str, nearest: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", str(SM120), "--sglang-version", version]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert f"no flag table for SGLang {version}" in out.err and nearest in out.err
+    assert len(out.err.strip().splitlines()) == 1
+
+
+def test_sglang_version_accepts_every_release_with_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(SM120), "--sglang-version", "0.5.16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sglang_version"] == "0.5.16"
