@@ -125,6 +125,30 @@ def randomized(profile: Profile, plan: dict[str, Any], axes: dict[str, list[Any]
     return landscape
 
 
+# A second run of the same matrix on the same hardware group, some time later (--prior):
+# every axis value's factor drifts (lognormal, DRIFT_SIGMA: a new driver, a busier host) and
+# one value of one axis moves by DRIFT_STEP (a backend's new release), up or down.
+DRIFT_SIGMA = 0.03
+DRIFT_STEP = (0.05, 0.15)
+
+
+def drifted(first: Landscape, plan: dict[str, Any], axes: dict[str, list[Any]], seed: int) -> Landscape:
+    """The landscape a later run of the same matrix meets: `first` with drift."""
+    rng = random.Random(seed)
+    names = list(axes)
+    factor = {(a, repr(v)): math.exp(rng.gauss(0.0, DRIFT_SIGMA)) for a in names for v in axes[a]}
+    step_axis = rng.choice(names)
+    step_value = repr(rng.choice(axes[step_axis]))
+    factor[(step_axis, step_value)] *= 1.0 + rng.choice((-1, 1)) * rng.uniform(*DRIFT_STEP)
+    points = {c["id"]: c["point"] for c in _valid(plan)}
+    values = {
+        c: v * math.prod(factor[(a, repr(points[c][a]))] for a in names) for c, v in first.value.items()
+    }
+    return Landscape(
+        f"{first.name}-again", first.kind, first.cv, values, first.batch_ratio, dict(first.fails)
+    )
+
+
 def _make_corner_best(
     rng: random.Random,
     base: dict[str, float],

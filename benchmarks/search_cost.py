@@ -182,14 +182,32 @@ class SimulatedNode:
 
 
 def order(
-    name: str, plan: dict[str, Any], scores: strategies.Scoreboard, matrix: dict[str, Any]
+    name: str,
+    plan: dict[str, Any],
+    scores: strategies.Scoreboard,
+    matrix: dict[str, Any],
+    prior: dict[str, float] | None = None,
 ) -> Iterator[str]:
     axes, baseline = matrix.get("axes") or {}, matrix.get("baseline")
     if name == "one-axis":
         return strategies.one_axis_at_a_time(plan, scores, axes, baseline)
     if name in ABLATIONS:
-        return strategies.adaptive(plan, scores, axes, baseline, **ABLATIONS[name][1])
-    return strategies.run_order(name, plan, scores, axes, baseline)
+        return strategies.adaptive(plan, scores, axes, baseline, prior=prior, **ABLATIONS[name][1])
+    return strategies.run_order(name, plan, scores, axes, baseline, prior=prior)
+
+
+def prior_of(scores: strategies.Scoreboard) -> dict[str, float]:
+    """What a later run reads from the results database about this one (bwtune sweep's
+    prior): each launched config's objective value (the mean of its launches), else the
+    value of its screening workload."""
+    prior: dict[str, float] = {}
+    for config_id in scores.history:
+        value = scores.pooled(config_id)
+        if value is None:
+            value = scores.pooled(config_id, results_contract.SCREEN_WORKLOAD)
+        if value is not None:
+            prior[config_id] = value
+    return prior
 
 
 def run_one(
@@ -200,12 +218,17 @@ def run_one(
     landscape: landscapes.Landscape,
     seed: int,
     warm_caches: bool = False,
+    prior: dict[str, float] | None = None,
+    keep: list[strategies.Scoreboard] | None = None,
 ) -> Outcome:
     scores = strategies.Scoreboard(strategies.Objective.from_matrix({**matrix, **plan}))
+    if keep is not None:
+        keep.append(scores)
     node = SimulatedNode(profile, plan, landscape, seed, warm_caches)
     screening = ABLATIONS[name][0] if name in ABLATIONS else name in strategies.SCREENING
-    for config_id in order(name, plan, scores, matrix):
-        scores.record(node.launch(config_id, scores, screening))
+    for config_id in order(name, plan, scores, matrix, prior):
+        # A re-measure (adaptive's finals) runs the full workloads only (strategies.needs_screen).
+        scores.record(node.launch(config_id, scores, screening and scores.launches(config_id) == 0))
     chosen = scores.best()
     regret = landscape.regret(chosen)
     return Outcome(

@@ -475,15 +475,29 @@ def pick_best(
     lines: Iterable[Mapping[str, Any]], objective: Mapping[str, Any]
 ) -> Optional[Mapping[str, Any]]:
     """The best line by the objective among status ok; equal values go to the first by
-    (host, config id), so the winner does not depend on the order lines arrived in."""
-    candidates = []
+    (host, config id), so the winner does not depend on the order lines arrived in.
+
+    A config measured more than once (the same host, config id and stack: a re-measure of
+    the top candidates, or a config measured again) competes with the mean of its values,
+    and stands for itself by its last line (latest finished_at)."""
+    groups: Dict[Tuple[str, str, str], List[Tuple[float, Mapping[str, Any]]]] = {}
     for line in lines:
         value = eligible_value(line, objective)
         if value is not None:
-            candidates.append((value, line))
-    if not candidates:
+            key = (
+                str(line.get("host")),
+                str(line.get("config_id") or line.get("id")),
+                str(line.get("stack_fingerprint")),
+            )
+            groups.setdefault(key, []).append((value, line))
+    if not groups:
         return None
-    candidates.sort(key=lambda c: (str(c[1].get("host")), str(c[1].get("config_id") or c[1].get("id"))))
+    candidates = []
+    for key in sorted(groups):
+        measured = groups[key]
+        pooled = math.fsum(value for value, _line in measured) / len(measured)
+        last = max(measured, key=lambda m: str(m[1].get("finished_at") or ""))[1]
+        candidates.append((pooled, last))
     sign = 1.0 if objective.get("goal", DEFAULT_GOAL) == "max" else -1.0
     return max(candidates, key=lambda c: sign * c[0])[1]
 

@@ -29,6 +29,9 @@ STRATEGIES = results_contract.STRATEGIES
 # Strategies whose launches start with the short screening workload (``screen_gate``).
 SCREENING = ("screen", "adaptive")
 SCREEN = results_contract.SCREEN_WORKLOAD
+# Strategies that may name a measured config again (a re-measure, ``finals``) and leave out
+# by themselves what the scoreboard already holds: the sweep launches every id they name.
+REMEASURING = ("adaptive",)
 
 
 class Objective:
@@ -73,10 +76,22 @@ class Scoreboard:
 
     def __init__(self, objective: Objective) -> None:
         self.objective = objective
+        # config id -> its last line; every line of a config re-measured is in `history`.
         self.results: Dict[str, Dict[str, Any]] = {}
+        self.history: Dict[str, List[Dict[str, Any]]] = {}
 
     def record(self, result: Dict[str, Any]) -> None:
         self.results[result["config_id"]] = result
+        self.history.setdefault(result["config_id"], []).append(result)
+
+    def launches(self, config_id: str) -> int:
+        return len(self.history.get(config_id, ()))
+
+    def pooled(self, config_id: str, workload: Optional[str] = None) -> Optional[float]:
+        """The mean of a config's values over its launches (None when none has one)."""
+        values = [self.objective.value(line, workload) for line in self.history.get(config_id, ())]
+        measured = [v for v in values if v is not None]
+        return math.fsum(measured) / len(measured) if measured else None
 
     def value(self, config_id: str) -> Optional[float]:
         result = self.results.get(config_id)
@@ -85,7 +100,8 @@ class Scoreboard:
     def best(self, config_ids: Optional[List[str]] = None) -> Optional[str]:
         """The best config among `config_ids` (all recorded when None), by the contract's rule."""
         ids = config_ids if config_ids is not None else list(self.results)
-        lines = [self.results[i] for i in ids if i in self.results]
+        # Every launch of each config: a re-measured one competes with its pooled mean.
+        lines = [line for i in dict.fromkeys(ids) for line in self.history.get(i, ())]
         best = results_contract.pick_best(lines, self.objective.as_dict())
         return None if best is None else str(best["config_id"])
 
@@ -184,9 +200,11 @@ def one_axis_at_a_time(
     axes: Dict[str, List[Any]],
     baseline: Optional[Dict[str, Any]] = None,
     best_values: Optional[Dict[str, Any]] = None,
+    only: Optional[Dict[str, List[Any]]] = None,
 ) -> Iterator[str]:
     """From a baseline, vary one axis at a time, the others at the baseline (auto_benchmark's
-    first tier). ``best_values``, when given, receives each axis's best value."""
+    first tier). ``best_values``, when given, receives each axis's best value; ``only``, when
+    given, limits the values tried on each axis (the baseline's own is always measured)."""
     space = _Space(plan)
     start = space.start(axes, baseline)
     if start is None:
@@ -194,6 +212,8 @@ def one_axis_at_a_time(
     for axis, values in axes.items():
         tried: List[Tuple[Any, str]] = []
         for value in values:
+            if only is not None and value not in only.get(axis, values) and value != start[axis]:
+                continue
             config_id = space.launchable({**start, axis: value})
             if config_id is None:
                 continue
@@ -229,19 +249,26 @@ def coordinate(
 # 1000-1049 and 2000-2049 of benchmarks/search_cost.py; docs/benchmarks.md reports seeds 0-49.
 ADAPTIVE_ERROR = 0.03
 ADAPTIVE_Z = 2.0
+# Before declaring a winner, the best ADAPTIVE_FINALISTS fully measured configs within
+# ADAPTIVE_FINAL_MARGIN of the best are launched again until each has ADAPTIVE_REPEATS
+# launches, and the winner is the best pooled mean (``finals``).
+ADAPTIVE_FINALISTS = 2
+ADAPTIVE_REPEATS = 2
+ADAPTIVE_FINAL_MARGIN = 0.03
+# With a prior (earlier runs' values on the same hardware group) adaptive starts from the
+# prior's best config, and an axis value the prior puts more than PRIOR_MARGIN behind the best
+# value of its axis (here: at less than half its speed) is not tried. Chosen on the tuning
+# seeds' second runs (0.05-0.5 skip values a drift then makes the best).
+PRIOR_MARGIN = 1.0
 
 
 def adaptive_score(scores: Scoreboard, config_id: str) -> Optional[float]:
     """What ``adaptive`` compares configs by: the screening value (every adaptive launch has
     one, the same short workload for all), else the objective's value, as a log score."""
-    line = scores.results.get(config_id)
-    if line is None:
-        return None
-    objective = scores.objective
-    value = objective.value(line, SCREEN)
+    value = scores.pooled(config_id, SCREEN)
     if value is None:
-        value = objective.value(line)
-    return None if value is None else strategy_model.score(value, objective.goal)
+        value = scores.pooled(config_id)
+    return None if value is None else strategy_model.score(value, scores.objective.goal)
 
 
 def adaptive(
@@ -251,6 +278,11 @@ def adaptive(
     baseline: Optional[Dict[str, Any]] = None,
     error: Optional[float] = None,
     z: Optional[float] = None,
+    finalists: Optional[int] = None,
+    repeats: Optional[int] = None,
+    margin: Optional[float] = None,
+    prior: Optional[Dict[str, float]] = None,
+    prior_margin: Optional[float] = None,
 ) -> Iterator[str]:
     """One axis at a time from the baseline, then model-guided launches until no config
     left can beat the best measured one by more than the noise.
@@ -266,16 +298,34 @@ def adaptive(
     """
     error = ADAPTIVE_ERROR if error is None else error
     z = ADAPTIVE_Z if z is None else z
-    yield from one_axis_at_a_time(plan, scores, axes, baseline)
+    finalists = ADAPTIVE_FINALISTS if finalists is None else finalists
+    repeats = ADAPTIVE_REPEATS if repeats is None else repeats
+    margin = ADAPTIVE_FINAL_MARGIN if margin is None else margin
     space = _Space(plan)
     names = list(axes)
+    plausible: Optional[Dict[str, List[Any]]] = None
+    known = _prior_scores(space, prior or {}, scores.objective.goal)
+    if len(known) >= 2:
+        # What earlier runs measured: start from their best config, and try on each axis only
+        # the values within PRIOR_MARGIN of the best value there (values they never measured
+        # are tried: nothing is known of them).
+        baseline = dict(space.configs[max(sorted(known), key=lambda c: known[c])]["point"])
+        plausible = _plausible_values(
+            space, names, axes, known, PRIOR_MARGIN if prior_margin is None else prior_margin
+        )
+        first = space.launchable(baseline)
+        if first is not None and first not in scores.results:
+            yield first  # the likeliest winner first: the screens after it compare with it
+    yield from one_axis_at_a_time(plan, scores, axes, baseline, only=plausible)
     while True:
         observations = []
         incumbent: Optional[float] = None
         untested: List[str] = []
         for config_id in space.valid:
             if config_id not in scores.results:
-                untested.append(config_id)
+                point = space.configs[config_id]["point"]
+                if plausible is None or all(point[a] in plausible[a] for a in names):
+                    untested.append(config_id)
                 continue
             value = adaptive_score(scores, config_id)
             if value is None:
@@ -284,7 +334,7 @@ def adaptive(
             observations.append((levels, value))
             incumbent = value if incumbent is None else max(incumbent, value)
         if not untested:
-            return
+            break
         model = strategy_model.MainEffects(len(names), observations)
         one_error = max(math.log1p(error), model.misfit())
         chosen, chosen_bound = None, None
@@ -298,7 +348,7 @@ def adaptive(
             if chosen_bound is None or bound > chosen_bound:
                 chosen, chosen_bound = config_id, bound
         if chosen is None:
-            return
+            break
         # An underdetermined model (a failed launch left fewer scores than effects) bounds
         # nothing: keep launching its best guess until it is determined.
         if (
@@ -307,8 +357,81 @@ def adaptive(
             and model.dof >= 0
             and chosen_bound <= incumbent + math.log1p(error)
         ):
-            return
+            break
         yield chosen
+    yield from finals(space.valid, scores, finalists, repeats, margin)
+
+
+def _prior_scores(space: "_Space", prior: Dict[str, float], goal: str) -> Dict[str, float]:
+    """config id -> log score of the prior's values for the configs this plan can launch."""
+    return {
+        config_id: strategy_model.score(float(value), goal)
+        for config_id, value in prior.items()
+        if config_id in space.valid_set and value is not None and float(value) > 0
+    }
+
+
+def _plausible_values(
+    space: "_Space",
+    names: List[str],
+    axes: Dict[str, List[Any]],
+    known: Dict[str, float],
+    margin: float,
+) -> Dict[str, List[Any]]:
+    """Per axis, the values a main-effects fit of the prior does not put more than
+    ``margin`` behind the axis's best value, and the values the prior never measured."""
+    observations = [
+        (strategy_model.levels_of(space.configs[c]["point"], names), known[c]) for c in sorted(known)
+    ]
+    model = strategy_model.MainEffects(len(names), observations)
+    plausible: Dict[str, List[Any]] = {}
+    for n, axis in enumerate(names):
+        effects = model.effects[n]
+        top = max(effects.values())
+        plausible[axis] = [
+            v for v in axes[axis] if repr(v) not in effects or effects[repr(v)] >= top - math.log1p(margin)
+        ]
+    return plausible
+
+
+def needs_screen(strategy: str, scores: Scoreboard, config_id: str) -> bool:
+    """Whether this launch starts with the screening workload: a screening strategy's first
+    launch of a config does; a re-measure (``finals``) runs the full workloads only."""
+    return strategy in SCREENING and scores.launches(config_id) == 0
+
+
+def finals(
+    valid: List[str], scores: Scoreboard, finalists: int, repeats: int, margin: float
+) -> Iterator[str]:
+    """Re-measure the best fully measured configs before a winner is declared.
+
+    The finalists are the best ``finalists`` configs by pooled objective value (the mean
+    over their launches, as ``pick_best`` ranks them) that are within ``margin`` of the
+    best: one launch cannot tell them apart. Each is launched again until it has
+    ``repeats`` launches; the ranking is read again after each launch, so a config that a
+    re-measure lifts into the finals is re-measured too. A function of the scoreboard: a
+    resumed sweep re-measures what is still missing, nothing twice.
+    """
+    if finalists < 2 or repeats < 2:
+        return
+    goal = scores.objective.goal
+    while True:
+        ranked = []
+        for config_id in valid:
+            value = scores.pooled(config_id)
+            if value is not None:
+                ranked.append((-strategy_model.score(value, goal), config_id))
+        if len(ranked) < 2:
+            return
+        ranked.sort()
+        best = -ranked[0][0]
+        contenders = [c for s, c in ranked[:finalists] if -s >= best - math.log1p(margin)]
+        if len(contenders) < 2:
+            return
+        missing = [c for c in contenders if scores.launches(c) < repeats]
+        if not missing:
+            return
+        yield missing[0]
 
 
 def planned_launches(
@@ -345,12 +468,14 @@ def run_order(
     scores: Scoreboard,
     axes: Dict[str, List[Any]],
     baseline: Optional[Dict[str, Any]] = None,
+    prior: Optional[Dict[str, float]] = None,
 ) -> Iterator[str]:
-    """The config ids to launch, one at a time; ``scores`` must be updated between steps."""
+    """The config ids to launch, one at a time; ``scores`` must be updated between steps.
+    ``prior`` (config id -> value measured by earlier runs) guides ``adaptive`` only."""
     if strategy == "coordinate":
         return coordinate(plan, scores, axes, baseline)
     if strategy == "adaptive":
-        return adaptive(plan, scores, axes, baseline)
+        return adaptive(plan, scores, axes, baseline, prior=prior)
     if strategy in ("grid", "screen"):
         return grid(plan, scores)
     raise ValueError("unknown strategy %r (expected one of %s)" % (strategy, ", ".join(STRATEGIES)))

@@ -12,6 +12,7 @@ away does (``SweepFailed``), because every later measurement would be wrong.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import socket
@@ -92,6 +93,7 @@ class SweepOptions:
                 % (self.strategy, ", ".join(strategies.STRATEGIES))
             )
         self.force = bool(params.get("force"))
+        self.prior = _check_prior(params.get("prior"))
         self.simulated = bool(params.get("simulated"))
         self.facts = params.get("facts") or {}
         self.gpu = params.get("gpu")
@@ -117,6 +119,49 @@ class SweepOptions:
     @classmethod
     def from_params(cls, params: Dict[str, Any]) -> "SweepOptions":
         return cls(**params)
+
+
+def _check_prior(prior: Any) -> List[Dict[str, Any]]:
+    """The prior as given (a list of {config or flags, score}); one bad entry is BadInput."""
+    if prior is None:
+        return []
+    if not isinstance(prior, list):
+        raise BadInput("prior: expected a list of {config or flags, score}, got %r" % (prior,))
+    checked = []
+    for n, entry in enumerate(prior):
+        where = "prior[%d]" % n
+        if not isinstance(entry, dict):
+            raise BadInput("%s: expected a mapping with config or flags and score, got %r" % (where, entry))
+        config, flags, score = entry.get("config"), entry.get("flags"), entry.get("score")
+        if config is None and flags is None:
+            raise BadInput("%s: names no config (give config: <id> or flags: {...})" % where)
+        if config is not None and not isinstance(config, str):
+            raise BadInput("%s.config: expected a config id, got %r" % (where, config))
+        if flags is not None and not isinstance(flags, dict):
+            raise BadInput("%s.flags: expected a mapping of SGLang flags, got %r" % (where, flags))
+        if (
+            isinstance(score, bool)
+            or not isinstance(score, (int, float))
+            or not math.isfinite(score)
+            or score <= 0
+        ):
+            raise BadInput("%s.score: expected a positive number, got %r" % (where, score))
+        checked.append({"config": config, "flags": flags, "score": float(score)})
+    return checked
+
+
+def prior_scores(prior: List[Dict[str, Any]], the_plan: Dict[str, Any]) -> Dict[str, float]:
+    """config id of this plan -> the prior's score (by id, else by identical flags)."""
+    by_flags = {repr(sorted(c.get("flags", {}).items())): c["id"] for c in the_plan.get("configs", [])}
+    ids = {c["id"] for c in the_plan.get("configs", [])}
+    scores: Dict[str, float] = {}
+    for entry in prior:
+        config_id = entry["config"] if entry["config"] in ids else None
+        if config_id is None and entry["flags"] is not None:
+            config_id = by_flags.get(repr(sorted(entry["flags"].items())))
+        if config_id is not None:
+            scores[config_id] = entry["score"]
+    return scores
 
 
 def _load_matrix(matrix: Any) -> Dict[str, Any]:
@@ -222,8 +267,16 @@ class Sweep:
         sweep_state.remove_stale_tmp(self.options.results_path)
         leftover = sweep_state.stop_leftovers(self.options.results_path)
         previous = {} if self.options.force else self.results.measured(self.options.fingerprint)
-        for line in previous.values():
-            self.scores.record(line)
+        if previous:
+            # Every launch so far, re-measures included (a strategy pools them), in file order.
+            for line in self.results.read():
+                launched = results_contract.is_launched(line.get("status"))
+                if (
+                    launched
+                    and line.get("config_id") in previous
+                    and line.get("stack_fingerprint") == self.options.fingerprint
+                ):
+                    self.scores.record(line)
         self._record_unlaunchable(previous)
 
         order = strategies.run_order(
@@ -232,6 +285,7 @@ class Sweep:
             self.scores,
             self.options.matrix.get("axes") or {},
             self.options.matrix.get("baseline"),
+            prior=prior_scores(self.options.prior, self.plan),
         )
         planned = len(self.plan["launches"]) - len(previous)
         try:
@@ -242,7 +296,8 @@ class Sweep:
         error = None
         try:
             for config_id in order:
-                if config_id in previous:
+                # A strategy that re-measures (adaptive) names only what it still needs.
+                if config_id in previous and self.options.strategy not in strategies.REMEASURING:
                     continue
                 started = time.monotonic()
                 line = self.launch(self.configs[config_id], progress)
@@ -292,7 +347,7 @@ class Sweep:
         for line in lines:
             counts[line["status"]] = counts.get(line["status"], 0) + 1
         best_id = self.scores.best([line["config_id"] for line in lines])
-        best = next((line for line in lines if line["config_id"] == best_id), None)
+        best = self.scores.results.get(best_id) if best_id is not None else None
         valid = len(self.plan["launches"])
         summary = {
             "run_id": self.options.run_id,
@@ -440,7 +495,7 @@ class Sweep:
         metrics: Dict[str, Any] = {}
         clock = time.monotonic()
         workloads = self.workloads[config["id"]]
-        if options.strategy in strategies.SCREENING:
+        if strategies.needs_screen(options.strategy, self.scores, config["id"]):
             workloads = [self.screen_workload(workloads), *workloads]
         for n, workload in enumerate(workloads, 1):
             progress.phase(config["id"], "workload", n, len(workloads))

@@ -98,6 +98,30 @@ options:
     type: str
     choices: [grid, coordinate, screen, adaptive]
     default: grid
+  prior:
+    description:
+      - What earlier runs of the same matrix on the same hardware group measured, for
+        O(strategy=adaptive) (other strategies ignore it); C(bwtune sweep) reads it from the
+        results database. V(adaptive) starts from the best config of the prior instead of the
+        matrix's baseline and does not try axis values the prior puts far behind
+        (docs/benchmarks.md, "Search cost").
+      - Each entry names a config by O(prior[].config) (its id) or O(prior[].flags), and gives
+        its O(prior[].score). Entries for configs this plan does not launch are ignored.
+      - A resumed sweep must get the same prior to make the same decisions.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      config:
+        description: The config id (as in the plan and the results lines).
+        type: str
+      flags:
+        description: The config's SGLang flags (as in the plan), when no O(prior[].config) is given.
+        type: dict
+      score:
+        description: The objective's value measured for the config (a positive number).
+        type: float
+        required: true
   force:
     description: Measure again configs the results file already has for this stack.
     type: bool
@@ -204,6 +228,17 @@ def main():
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
             strategy=dict(type="str", choices=list(results_contract.STRATEGIES), default="grid"),
+            prior=dict(
+                type="list",
+                elements="dict",
+                default=[],
+                options=dict(
+                    config=dict(type="str"),
+                    flags=dict(type="dict"),
+                    score=dict(type="float", required=True),
+                ),
+                required_one_of=[("config", "flags")],
+            ),
             force=dict(type="bool", default=False),
             simulated=dict(type="bool", default=False),
             facts=dict(type="dict"),

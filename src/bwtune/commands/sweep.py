@@ -97,6 +97,8 @@ class SweepRequest:
     quiet: bool = False
     resumed: bool = False
     node_env: dict[str, str] = field(default_factory=dict)
+    # adaptive's prior (the sweep module's `prior`): read from the results database by run_sweep.
+    prior: list[dict[str, Any]] = field(default_factory=list)
     extra_vars: list[str] = field(default_factory=list)  # -e values, checked
     verbosity: int = 0
 
@@ -153,6 +155,8 @@ class SweepRequest:
             extravars["sweep_results_dir"] = self.node_results_dir
         if self.node_env:
             extravars["sweep_env"] = self.node_env
+        if self.prior:
+            extravars["sweep_prior"] = self.prior
         return extravars
 
     def run_extravars(self) -> dict[str, Any]:
@@ -245,6 +249,7 @@ def run_sweep(request: SweepRequest) -> SweepOutcome:
     pdd = runner.private_data_dir(request.run_id)
     (pdd.parent / "matrix.json").write_text(json.dumps(request.matrix, indent=1), encoding="utf-8")
     request.settings().save(request.run_id)
+    request.prior = read_prior(request)
     verb = "resuming" if request.resumed else "sweeping"
     playbook_run = _follow(request, SWEEP_PLAYBOOK, request.extravars(), verb)
     if playbook_run.canceled:
@@ -253,6 +258,75 @@ def run_sweep(request: SweepRequest) -> SweepOutcome:
     if request.resumed and outcome.exit_code == exit_codes.HOST_FAILED:
         _explain_still_running(request, outcome)
     return outcome
+
+
+def read_prior(request: SweepRequest) -> list[dict[str, Any]]:
+    """What earlier runs on the same hardware group measured of this matrix's configs, for
+    `adaptive` (the sweep module's `prior`): [{config, score}], sorted by config id.
+
+    The hardware group is the matrix's `hardware.gpu` (a result line's `gpu`); none for `auto`.
+    Runs that started before this one count (a resume reads the same prior, so it makes the
+    same decisions); simulated lines count only for an inventory whose hosts are all
+    simulated, and real ones only for one that has a real host. A config's score is its
+    objective value in the latest run that measured it (the mean of that run's launches of
+    it), else the value of its screening workload there.
+    """
+    gpu = (request.matrix.get("hardware") or {}).get("gpu")
+    if request.strategy != "adaptive" or not isinstance(gpu, str) or gpu == "auto":
+        return []
+    try:
+        planned = plan(request.matrix, gpu=gpu).to_dict()
+    except (MatrixError, CatalogError, ValueError):
+        return []  # the node's own plan says what is wrong with the matrix
+    ids = {launch["config"] for launch in planned["launches"]}
+    objective = contract.objective_of({**request.matrix, **planned})
+    simulated = all(
+        bool(request.inventory.hostvars[host].get("bwtune_simulated")) for host in request.inventory.hosts
+    )
+    try:
+        conn = results_db.connect(create=False)
+    except results_db.MissingDatabaseError:
+        return []
+    try:
+        this = conn.execute("SELECT created_at FROM runs WHERE run_id = ?", (request.run_id,)).fetchone()
+        runs = conn.execute(
+            "SELECT run_id FROM runs WHERE run_id != ? AND (? IS NULL OR created_at < ?) "
+            "ORDER BY created_at, run_id",
+            (request.run_id, this and this["created_at"], this and this["created_at"]),
+        ).fetchall()
+        latest: dict[str, float] = {}
+        for row in runs:
+            lines = [
+                *results_db.run_results(conn, row["run_id"]),
+                *results_db.superseded_results(conn, row["run_id"]),
+            ]
+            for config_id, value in _run_values(lines, ids, gpu, simulated, objective).items():
+                latest[config_id] = value  # runs oldest first: the latest run's value stays
+    finally:
+        conn.close()
+    return [{"config": config_id, "score": latest[config_id]} for config_id in sorted(latest)]
+
+
+def _run_values(
+    lines: list[dict[str, Any]], ids: set[str], gpu: str, simulated: bool, objective: Mapping[str, Any]
+) -> dict[str, float]:
+    """config id -> the mean of one run's values for it (objective, else screening workload)."""
+    full: dict[str, list[float]] = {}
+    screen: dict[str, list[float]] = {}
+    for line in lines:
+        if line.get("config_id") not in ids or line.get("gpu") != gpu:
+            continue
+        if bool(line.get("simulated")) != simulated:
+            continue
+        value = contract.eligible_value(line, objective)
+        if value is not None:
+            full.setdefault(line["config_id"], []).append(value)
+        value = contract.eligible_value(line, objective, contract.SCREEN_WORKLOAD)
+        if value is not None:
+            screen.setdefault(line["config_id"], []).append(value)
+    values = {c: sum(v) / len(v) for c, v in screen.items()}
+    values.update({c: sum(v) / len(v) for c, v in full.items()})
+    return {c: v for c, v in values.items() if v > 0}
 
 
 def attach(request: SweepRequest) -> SweepOutcome:
