@@ -1,6 +1,7 @@
 """What each sweep strategy costs in GPU-hours and whether it finds the best config.
 
-    .venv/bin/python benchmarks/search_cost.py [--landscapes 50] [--first-seed 0] [--json]
+    .venv/bin/python benchmarks/search_cost.py [--landscapes 50] [--first-seed 0] [--caches cold|warm]
+        [--ablations] [--prior] [--json]
 
 The mission's matrix (examples/qwen35-397b-nvfp4-sm120.yml) is planned by the real planner
 for sm120; each strategy then runs on the mission landscape (the stand-in's default profile)
@@ -20,6 +21,10 @@ results line the sweep would record and charges the clock:
 - stopping the server: STOP_S.
 Measurements carry the landscape's launch-to-launch noise (one factor per launch, shared by
 its workloads) and 0.5% repetition noise. GPU-hours = seconds x the profile's GPU count.
+
+--prior: each landscape is searched a second time after drift (landscapes.drifted), with the
+first (adaptive) run's results as the prior, as `bwtune sweep` reads them from the results
+database.
 
 "found": the chosen config (the best by the objective among fully measured lines, as the
 report ranks them) is truly within the landscape's noise (one cv) of the best; "regret":
@@ -72,6 +77,17 @@ ABLATIONS: dict[str, tuple[bool, dict[str, float]]] = {
     "adaptive, z=0 (model's best + 3%)": (True, {"z": 0.0}),
     "adaptive, z=1": (True, {"z": 1.0}),
     "adaptive, z=3": (True, {"z": 3.0}),
+    "adaptive, no finals (no re-measure)": (True, {"finalists": 0}),
+}
+# --prior: a second run of each landscape, drifted (landscapes.drifted), with the first
+# (adaptive) run's results as the prior; adaptive with the prior, and with each of its ideas
+# taken out or turned.
+PRIOR_VARIANTS: dict[str, dict[str, float]] = {
+    "adaptive + prior (skip values 50% behind)": {},
+    "adaptive + prior, start from its best only (no value skipped)": {"prior_margin": 1e9},
+    "adaptive + prior, skip values 100% behind": {"prior_margin": 1.0},
+    "adaptive + prior, skip values 25% behind": {"prior_margin": 0.25},
+    "adaptive + prior, no finals": {"finalists": 0},
 }
 
 
@@ -361,12 +377,61 @@ def flat_table(names: tuple[str, ...], warm_caches: bool = False, repeats: int =
     return "\n".join(rows)
 
 
+def second_runs(
+    count: int, first_seed: int, warm_caches: bool = False
+) -> dict[str, list[tuple[Outcome, float]]]:
+    """Each landscape searched a second time after drift: (outcome, grid GPU-h) per variant."""
+    profile = load_profile()
+    matrix, plan = mission_plan()
+    axes = matrix["axes"]
+    rows: dict[str, list[tuple[Outcome, float]]] = {
+        "adaptive, no prior": [],
+        **{n: [] for n in PRIOR_VARIANTS},
+    }
+    for seed in range(first_seed, first_seed + count):
+        first = landscapes.randomized(profile, plan, axes, seed)
+        kept: list[strategies.Scoreboard] = []
+        run_one("adaptive", profile, plan, matrix, first, 1000 + seed, warm_caches, keep=kept)
+        prior = prior_of(kept[0])
+        again = landscapes.drifted(first, plan, axes, 5000 + seed)
+        grid = run_one("grid", profile, plan, matrix, again, 3000 + seed, warm_caches).gpu_hours
+        rows["adaptive, no prior"].append(
+            (run_one("adaptive", profile, plan, matrix, again, 3000 + seed, warm_caches), grid)
+        )
+        for name, knobs in PRIOR_VARIANTS.items():
+            ABLATIONS[name] = (True, knobs)
+            outcome = run_one(name, profile, plan, matrix, again, 3000 + seed, warm_caches, prior=prior)
+            rows[name].append((outcome, grid))
+    return rows
+
+
+def second_table(rows: dict[str, list[tuple[Outcome, float]]]) -> str:
+    out = [
+        "| second run (drifted), prior from the first | % of grid | launches mean (full) | true best found "
+        "| regret mean | regret max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, runs in rows.items():
+        share = statistics.fmean(o.gpu_hours / grid for o, grid in runs)
+        out.append(
+            f"| {name} | {100 * share:.0f}% | {statistics.fmean(o.launches for o, _ in runs):.1f} "
+            f"({statistics.fmean(o.full for o, _ in runs):.1f}) "
+            f"| {sum(o.found for o, _ in runs)}/{len(runs)} "
+            f"| {100 * statistics.fmean(o.regret for o, _ in runs):.2f}% "
+            f"| {100 * max(o.regret for o, _ in runs):.1f}% |"
+        )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--landscapes", type=int, default=50, help="randomized landscapes (default 50)")
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first landscape")
     parser.add_argument("--json", action="store_true", help="every outcome as JSON")
     parser.add_argument("--ablations", action="store_true", help="also adaptive without each of its ideas")
+    parser.add_argument(
+        "--prior", action="store_true", help="also each landscape searched again after drift, with a prior"
+    )
     parser.add_argument(
         "--caches", choices=("cold", "warm"), default="cold", help="start-up model (see PAGE_CACHE_FACTOR)"
     )
@@ -391,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("adaptive by landscape kind:")
     print(by_kind(result, "adaptive"))
+    if args.prior:
+        print()
+        print(second_table(second_runs(args.landscapes, args.first_seed, warm_caches=args.caches == "warm")))
     return 0
 
 

@@ -257,9 +257,9 @@ ADAPTIVE_REPEATS = 2
 ADAPTIVE_FINAL_MARGIN = 0.03
 # With a prior (earlier runs' values on the same hardware group) adaptive starts from the
 # prior's best config, and an axis value the prior puts more than PRIOR_MARGIN behind the best
-# value of its axis (here: at less than half its speed) is not tried. Chosen on the tuning
-# seeds' second runs (0.05-0.5 skip values a drift then makes the best).
-PRIOR_MARGIN = 1.0
+# value of its axis (here: 1.5x slower) is not tried. Chosen on the tuning seeds' second runs
+# (docs/benchmarks.md: 0.25 misses more after drift, 1.0 costs 3 points more, finds no more).
+PRIOR_MARGIN = 0.5
 
 
 def adaptive_score(scores: Scoreboard, config_id: str) -> Optional[float]:
@@ -409,7 +409,8 @@ def finals(
     over their launches, as ``pick_best`` ranks them) that are within ``margin`` of the
     best: one launch cannot tell them apart. Each is launched again until it has
     ``repeats`` launches; the ranking is read again after each launch, so a config that a
-    re-measure lifts into the finals is re-measured too. A function of the scoreboard: a
+    re-measure lifts into the finals is re-measured too, up to ``finalists x (repeats - 1)``
+    re-measures in all. A function of the scoreboard: a
     resumed sweep re-measures what is still missing, nothing twice.
     """
     if finalists < 2 or repeats < 2:
@@ -429,7 +430,10 @@ def finals(
         if len(contenders) < 2:
             return
         missing = [c for c in contenders if scores.launches(c) < repeats]
-        if not missing:
+        # At most finalists x (repeats - 1) re-measures in all: on a flat landscape every
+        # re-measure would otherwise lift another config into the finals.
+        done = sum(max(scores.launches(c) - 1, 0) for c in valid)
+        if not missing or done >= finalists * (repeats - 1):
             return
         yield missing[0]
 
