@@ -2,8 +2,9 @@
 # Support a new SGLang release the day it comes out:
 #   1. install it --no-deps beside the others and add its flag table to
 #      plugins/module_utils/sglang_flags.py (stored as differences; tests/oracle/releases.py),
-#   2. run the differential suite for it (the example matrices on sm120, sm100, sm90,
-#      every config through the release's own argument processing),
+#   2. run the differential suite for it (the example matrices and the rule probes of
+#      tests/oracle/rules_evidence.py on sm120, sm100, sm90, every config through the
+#      release's own argument processing, in-process: well under a minute),
 #   3. print each disagreement between bwtune's rules and the real release, with SGLang's
 #      own message and the source line that raised it.
 #

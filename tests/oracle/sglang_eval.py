@@ -19,7 +19,19 @@ Each case runs what launch_server runs for arguments, in that release's order:
 0.5.2x: prepare_server_args, resolve_once, check_server_args; 0.5.9: prepare_server_args
 (ServerArgs.__post_init__ does the work), check_server_args. It runs in a forked child
 of a process that has already imported SGLang, so no state (environment, caches,
-module globals) leaks from one case to the next.
+module globals) leaks from one case to the next (~0.3 CPU-s a case).
+
+The other request shape evaluates several GPUs' cases in one process, in-process
+(~0.035 CPU-s a case):
+
+    {"gpus": {"sm120": [[argv...], ...], "sm100": [...]}}  ->  {"sm120": [result...], ...}
+
+SGLang's third-party dependencies (torch, transformers, ...) are imported once; then a
+child per GPU simulates that GPU, imports SGLang and evaluates every case of that GPU in
+turn, putting back after each case what argument processing may change: the environment
+(SGLang's `envs` write to it), every sglang module's globals, and the functools caches in
+those modules (a cached HF config is mutated in place by ModelConfig). The verdicts equal
+the forked ones (tests/unit/test_oracle_inprocess.py compares them).
 
 The GPU is simulated below SGLang: torch.cuda's probes answer for eight GPUs of the
 chosen kind, and a fake `nvidia-smi` on PATH answers SGLang's queries. NVML is absent,
@@ -30,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import linecache
 import os
@@ -198,6 +211,14 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
+@functools.cache
+def _reading_parser() -> tuple[argparse.ArgumentParser, frozenset[str], dict[str, argparse.Action]]:
+    """The release's parser, its ServerArgs fields and its flags: built once per process
+    (only read, to name every flag's final value)."""
+    parser = sglang_parser()
+    return parser, server_args_fields(), flag_actions(parser)
+
+
 def evaluate(argv: list[str]) -> dict[str, Any]:
     """What launch_server's argument processing makes of `argv` (call in a fresh child)."""
     from sglang.srt import server_args as sa_module
@@ -225,11 +246,10 @@ def evaluate(argv: list[str]) -> dict[str, Any]:
         }
 
     resolved = server_args.resolved_dict() if staged else {}
-    parser = sglang_parser()
+    parser, fields, actions = _reading_parser()
     namespace = parser.parse_args(list(argv))
-    fields = server_args_fields()
     values = {}
-    for name, action in flag_actions(parser).items():
+    for name, action in actions.items():
         field = field_of(action, fields)
         if field is None:  # a parser-only flag (--config, deprecated spellings)
             value = getattr(namespace, action.dest, None)
@@ -292,8 +312,149 @@ def _prewarm() -> None:
                 raise
 
 
+# GPU-independent imports that SGLang's import pulls in (~4 CPU-s): done once per release
+# process, before any GPU is simulated (torch's probes are looked up at call time).
+_SHARED_IMPORTS = (
+    "torch",
+    "transformers",
+    "transformers.activations",
+    "transformers.configuration_utils",
+    "triton",
+    "sympy",
+    "numpy",
+    "regex",
+    "aiohttp",
+    "networkx",
+    "pydantic",
+    "huggingface_hub",
+    "compressed_tensors",
+    "torch._dynamo",
+    "torch._inductor.compile_fx",
+    "IPython",
+    "gguf",
+    "zmq",
+    "requests",
+    "tvm_ffi",
+    "msgspec",
+    "sentencepiece",
+    "starlette",
+    "fastapi",
+    "openai",
+)
+
+
+class _SGLangState:
+    """What evaluating one case may change in this process, to be put back after it."""
+
+    def __init__(self) -> None:
+        self.environ = dict(os.environ)
+        self._seen = -1
+        self._modules: list[tuple[str, types.ModuleType]] = []
+        self.saved = {name: dict(vars(module)) for name, module in self._sglang_modules()}
+
+    def _sglang_modules(self) -> list[tuple[str, types.ModuleType]]:
+        if len(sys.modules) != self._seen:  # a case imported more of SGLang
+            self._seen = len(sys.modules)
+            self._modules = [
+                (name, module)
+                for name, module in list(sys.modules.items())
+                if isinstance(module, types.ModuleType) and (name == "sglang" or name.startswith("sglang."))
+            ]
+        return self._modules
+
+    def restore(self) -> None:
+        os.environ.clear()
+        os.environ.update(self.environ)
+        for name, module in self._sglang_modules():
+            namespace = vars(module)
+            saved = self.saved.get(name)
+            if saved is not None:
+                for key in [k for k in namespace if k not in saved]:
+                    del namespace[key]
+                for key, value in saved.items():
+                    if namespace.get(key) is not value:
+                        namespace[key] = value
+            for value in list(namespace.values()):
+                # type(), not getattr: sglang's LazyImport objects import on attribute access.
+                if type(value) is functools._lru_cache_wrapper:
+                    value.cache_clear()
+
+
+def _evaluate_in_process(gpu: str, cases: list[list[str]], workdir: Path) -> list[dict[str, Any]]:
+    """Every case on `gpu` in this process (a child forked for this GPU)."""
+    simulate_gpu(gpu, workdir)
+    _prewarm()
+    state = _SGLangState()
+    results = []
+    for argv in cases:
+        try:
+            result = evaluate(argv)
+        except BaseException as exc:  # a bug here, not SGLang's verdict
+            result = {"ok": False, "error_type": "OracleError", "error": repr(exc)}
+            result.update(where=None, statement=None, values={})
+        results.append(result)
+        state.restore()
+    return results
+
+
+def _run_gpu_child(gpu: str, cases: list[list[str]], workdir: Path) -> list[dict[str, Any]]:
+    """Fork a child that simulates `gpu` and evaluates all its cases in-process."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        os.dup2(2, 1)  # SGLang's prints must not reach our JSON on stdout
+        code = 0
+        try:
+            (workdir / gpu).mkdir()
+            results = _evaluate_in_process(gpu, cases, workdir / gpu)
+            with os.fdopen(write_fd, "w") as out:
+                json.dump(results, out)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as inp:
+        data = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        died = {"ok": False, "error_type": "OracleError", "error": f"{gpu} evaluator died ({status})"}
+        died.update(where=None, statement=None, values={})
+        return [dict(died) for _ in cases]
+    answer: list[dict[str, Any]] = json.loads(data)
+    return answer
+
+
+def _main_in_process(gpus: dict[str, Any]) -> int:
+    if not isinstance(gpus, dict) or not set(gpus) <= set(GPUS):
+        print(f"sglang_eval: 'gpus' must map some of {sorted(GPUS)} to argv lists", file=sys.stderr)
+        return 2
+    if not all(isinstance(cs, list) and all(isinstance(c, list) for c in cs) for cs in gpus.values()):
+        print("sglang_eval: each GPU's cases must be a list of argv lists", file=sys.stderr)
+        return 2
+    import contextlib
+    import importlib
+
+    for module in _SHARED_IMPORTS:
+        with contextlib.suppress(ImportError):  # SGLang's own import says what is missing
+            importlib.import_module(module)
+    argparse.ArgumentParser.error = _parser_error  # type: ignore[method-assign]
+    answers = {}
+    with tempfile.TemporaryDirectory(prefix="bwtune-oracle-") as tmp:
+        for gpu, cases in gpus.items():
+            answers[gpu] = _run_gpu_child(gpu, [[str(a) for a in argv] for argv in cases], Path(tmp))
+    json.dump(answers, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
 def main() -> int:
     request = json.load(sys.stdin)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if "gpus" in request:
+        return _main_in_process(request["gpus"])
     gpu = request.get("gpu")
     if gpu not in GPUS:
         print(f"sglang_eval: unknown gpu {gpu!r} (want one of {sorted(GPUS)})", file=sys.stderr)
@@ -302,8 +463,6 @@ def main() -> int:
     if not isinstance(cases, list) or not all(isinstance(c, list) for c in cases):
         print("sglang_eval: 'cases' must be a list of argv lists", file=sys.stderr)
         return 2
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     with tempfile.TemporaryDirectory(prefix="bwtune-oracle-") as tmp:
         simulate_gpu(gpu, Path(tmp))
         _prewarm()

@@ -12,7 +12,9 @@ Every release runs in the one shared environment (the oracle venv of releases.SH
 by `oracle_python` with tests/oracle/make_venv.sh on first use, a few minutes; cached under
 build/oracle/) with the release installed --no-deps into its own directory (releases.py).
 `evaluate` runs tests/oracle/sglang_eval.py there: one process per call, a forked child
-per case.
+per case (~0.3 CPU-s a case). `evaluate_release` asks one release about several GPUs in
+one process, every case in-process (~0.035 CPU-s a case, same verdicts): what the
+differential suite uses to check every release on every GPU.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,30 @@ def oracle_python(version: str) -> Path:
     return python
 
 
+def _run_eval(version: str, request: dict[str, Any], cases: int, what: str) -> Any:
+    """Run sglang_eval.py with `request` for release `version` ("local": the shared venv's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_", "PYTHONPATH"))}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    if version != "local":  # the shared environment, the release on PYTHONPATH
+        releases.ensure(version)
+        env["PYTHONPATH"] = releases.pythonpath(version)
+    python = releases.shared_python()
+    proc = subprocess.run(
+        [str(python), str(ORACLE_DIR / "sglang_eval.py")],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=180 + 10 * cases,
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise OracleError(f"sglang_eval.py ({version}, {what}) failed (exit {proc.returncode}):\n{tail}")
+    return json.loads(proc.stdout)
+
+
 def evaluate(version: str, gpu: str, argvs: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
     """SGLang `version`'s verdict on each argv (what follows `python -m sglang.launch_server`).
 
@@ -75,29 +101,33 @@ def evaluate(version: str, gpu: str, argvs: Sequence[Sequence[str]]) -> list[dic
     """
     if gpu not in GPUS:
         raise ValueError(f"gpu {gpu!r} is not one of {GPUS}")
-    request = json.dumps({"gpu": gpu, "cases": [list(map(str, argv)) for argv in argvs]})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_", "PYTHONPATH"))}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
-    if version != "local":  # the shared environment, the release on PYTHONPATH
-        releases.ensure(version)
-        python = releases.shared_python()
-        env["PYTHONPATH"] = releases.pythonpath(version)
-    else:  # "local": whatever SGLang the shared venv itself holds
-        python = releases.shared_python()
-    proc = subprocess.run(
-        [str(python), str(ORACLE_DIR / "sglang_eval.py")],
-        input=request,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO_ROOT,
-        timeout=180 + 10 * len(argvs),
-        check=False,
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise OracleError(f"sglang_eval.py ({version}, {gpu}) failed (exit {proc.returncode}):\n{tail}")
-    results: list[dict[str, Any]] = json.loads(proc.stdout)
+    request = {"gpu": gpu, "cases": [list(map(str, argv)) for argv in argvs]}
+    results: list[dict[str, Any]] = _run_eval(version, request, len(argvs), gpu)
     if len(results) != len(argvs):
         raise OracleError(f"sglang_eval.py answered {len(results)} cases for {len(argvs)}")
     return results
+
+
+def evaluate_release(
+    version: str, argvs_by_gpu: Mapping[str, Sequence[Sequence[str]]]
+) -> dict[str, list[dict[str, Any]]]:
+    """`evaluate` for several GPUs of one release in one process, each case in-process.
+
+    SGLang's dependencies are imported once, SGLang once per GPU; between cases the
+    evaluator puts back the environment, SGLang's module globals and caches
+    (sglang_eval.py). Same results as `evaluate`, about 8 times cheaper.
+    """
+    unknown = sorted(set(argvs_by_gpu) - set(GPUS))
+    if unknown:
+        raise ValueError(f"gpus {unknown} are not among {GPUS}")
+    request = {"gpus": {g: [list(map(str, a)) for a in argvs] for g, argvs in argvs_by_gpu.items()}}
+    total = sum(len(a) for a in argvs_by_gpu.values())
+    answers: dict[str, list[dict[str, Any]]] = _run_eval(version, request, total, ",".join(argvs_by_gpu))
+    for gpu, argvs in argvs_by_gpu.items():
+        got = answers.get(gpu, [])
+        if len(got) != len(argvs):
+            raise OracleError(f"sglang_eval.py answered {len(got)} {gpu} cases for {len(argvs)}")
+        dead = [r["error"] for r in got if r["error_type"] == "OracleError"]
+        if dead:  # the evaluator itself failed: no verdict to compare
+            raise OracleError(f"sglang_eval.py ({version}, {gpu}): {len(dead)} cases failed: {dead[0]}")
+    return answers
