@@ -378,12 +378,12 @@ def _trtllm_mha_prefill_args(f: dict[str, Any], ctx: Context) -> str | None:
 @rule(
     "trtllm-mha-fp8-kv-sm120",
     "sglang",
-    "sglang 0.5.23 srt/arg_groups/attention_hook.py",
-    versions=">=0.5.23",
+    "sglang 0.5.23 srt/arg_groups/attention_hook.py (measured: refused from 0.5.19)",
+    versions=">=0.5.19",
     gpus=("sm120",),
 )
 def _trtllm_mha_fp8_kv(f: dict[str, Any], ctx: Context) -> str | None:
-    """0.5.23 refuses trtllm_mha with an FP8 KV cache on SM120."""
+    """0.5.19 and later refuse trtllm_mha with an FP8 KV cache on SM120."""
     kv = str(f.get("kv-cache-dtype", "auto"))
     if "trtllm_mha" in ctx.attention_backends(f) and kv.startswith("fp8"):
         return "trtllm_mha with an FP8 KV cache is not supported on SM120"

@@ -1,10 +1,16 @@
 """Render the differential suite's findings per rule x release for docs/sglang-rules-evidence.md.
 
-    .venv/bin/python tests/oracle/release_evidence.py RESULTS.json [...] > section.md
+    BWTUNE_ORACLE_RESULTS=tests/oracle/release_findings.json \\
+        .venv/bin/pytest -m oracle tests/unit/test_planner_vs_sglang.py   # refresh the data
+    .venv/bin/python tests/oracle/release_evidence.py            # print the section
+    .venv/bin/python tests/oracle/release_evidence.py --write    # put it into the doc
 
-RESULTS.json: {"VERSION GPU": {"problems": [...], "counts": {...}}} as written by
-`compare()` of tests/unit/test_planner_vs_sglang.py for each release and GPU (the
-differential suite; scripts/add-sglang-release.sh prints the same problems for one release).
+The data, tests/oracle/release_findings.json, is what `compare()` of
+tests/unit/test_planner_vs_sglang.py found per "VERSION GPU": counts, disagreements, and per
+rule what SGLang did with the configs the rule prunes (or, for an `sglang` rule whose version
+range leaves the release out, the configs it would refuse): how many it accepted and the
+source lines that refused the others. The doc holds the rendering between the two markers
+below; tests/unit/test_oracle_evidence_doc.py fails when it differs from this output.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -22,58 +29,162 @@ import releases  # noqa: E402
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import rules  # noqa: E402
 
+FINDINGS = Path(__file__).resolve().parent / "release_findings.json"
+DOC = REPO / "docs" / "sglang-rules-evidence.md"
+BEGIN = "<!-- release-evidence:begin (tests/oracle/release_evidence.py --write) -->"
+END = "<!-- release-evidence:end -->"
 _REFUSES = re.compile(
     r"SGLang refuses \((?P<type>\w+): (?P<msg>.*) @ (?P<where>\S+)\) but the plan says (?P<status>\w+)"
 )
-_RULE_IDS = re.compile(r"([a-z0-9.-]+) \((?:sglang|hardware|adjust)\)")
 
 
-def main(paths: list[str]) -> int:
-    results: dict[str, dict] = {}
-    for path in paths:
-        results.update(json.loads(Path(path).read_text()))
-    versions = [v for v in releases.RELEASES if any(k.startswith(v + " ") for k in results)]
-    per_rule: dict[str, Counter[str]] = defaultdict(Counter)
-    unmatched: dict[tuple[str, str], set[str]] = defaultdict(set)
-    print("| release | GPU | configs | SGLang refuses | pruned by hardware rules only | disagreements |")
-    print("|---|---|---|---|---|---|")
+def _short(where: str) -> str:
+    return where.removeprefix("sglang/srt/")
+
+
+def _state(rule: rules.Rule, version: str, found: dict[str, dict[str, Any]]) -> tuple[str, Counter[str]]:
+    """What `version` does with the configs `rule` is about, over the GPUs run: a word and,
+    for refusals, the source lines that raised (with how many configs each)."""
+    runs = {key.split()[1]: f for key, f in found.items() if key.split()[0] == version}
+    if not runs:
+        return "not run", Counter()
+    applies = any(rule.applies(version, gpu) for gpu in runs)
+    if rule.kind == "adjust":
+        return ("adjusts" if applies else "does not adjust"), Counter()
+    accepts = sum(f["rules"].get(rule.id, {}).get("accepts", 0) for f in runs.values())
+    wheres: Counter[str] = Counter()
+    for f in runs.values():
+        wheres.update(f["rules"].get(rule.id, {}).get("refuses", {}))
+    if rule.kind == "hardware":  # refusals of these configs have another cause
+        return ("accepts" if accepts else "no config"), Counter()
+    if wheres and accepts:
+        return "refuses some", wheres
+    if wheres:
+        return "refuses", wheres
+    return ("accepts" if accepts else "no config"), Counter()
+
+
+def segments(rule: rules.Rule, versions: list[str], found: dict[str, dict[str, Any]]) -> str:
+    """Run-length form, with the source line that refused at the first release of a run and,
+    where it moved, at the last: `0.5.9-0.5.18: refuses (server_args.py:1900 ... :6017 in 0.5.18)`."""
+    runs: list[tuple[str, list[str], list[str]]] = []  # state, releases, line per release
+    for version in versions:
+        state, wheres = _state(rule, version, found)
+        line = _short(wheres.most_common(1)[0][0]) if wheres else ""
+        if not runs or runs[-1][0] != state:
+            runs.append((state, [], []))
+        runs[-1][1].append(version)
+        runs[-1][2].append(line)
+    return "; ".join(_segment(*run) for run in runs)
+
+
+def _segment(state: str, versions: list[str], lines: list[str]) -> str:
+    span = versions[0] if len(versions) == 1 else f"{versions[0]}-{versions[-1]}"
+    notes = []
+    if lines[0]:
+        notes.append(f"`{lines[0]}`")
+    if lines[-1] and lines[-1] != lines[0]:
+        notes.append(f"`{lines[-1]}` in {versions[-1]}")
+    return f"{span}: {state}" + (f" ({' ... '.join(notes)})" if notes else "")
+
+
+def render(found: dict[str, dict[str, Any]]) -> str:
     order = list(releases.RELEASES)
-    for key, found in sorted(results.items(), key=lambda kv: (order.index(kv[0].split()[0]), kv[0])):
+    versions = [v for v in order if any(k.split()[0] == v for k in found)]
+    out: list[str] = []
+    out.append("| release | GPU | configs | SGLang refuses | pruned by hardware rules only | disagreements |")
+    out.append("|---|---|---|---|---|---|")
+    for key in sorted(found, key=lambda k: (order.index(k.split()[0]), k)):
         version, gpu = key.split()
-        counts = found["counts"]
-        print(
-            f"| {version} | {gpu} | {counts.get('compared', '?')} | {counts.get('sglang_refuses', '?')} | "
-            f"{counts.get('hardware_only', '?')} | {len(found['problems'])} |"
+        counts = found[key]["counts"]
+        out.append(
+            f"| {version} | {gpu} | {counts['compared']} | {counts['sglang_refuses']} | "
+            f"{counts['hardware_only']} | {len(found[key]['problems'])} |"
         )
-        for problem in found["problems"]:
-            refused = _REFUSES.search(problem)
-            if refused and refused["status"] != "pruned":
-                unmatched[refused["where"], refused["msg"][:160]].add(version)
-                continue
-            for rule_id in set(_RULE_IDS.findall(problem)):
-                per_rule[rule_id][version] += 1
-            if refused:
-                unmatched[refused["where"], refused["msg"][:160]].add(version)
-    print()
-    print("Rule x release (`-`: the rule's range leaves the release out; `ok`: no disagreement;")
-    print("`N!`: N configs where the rule's verdict and the release's differ):")
-    print()
-    print("| rule | kind | " + " | ".join(versions) + " |")
-    print("|---|---|" + "---|" * len(versions))
+    out += [
+        "",
+        "Rule x release: what each release's own argument processing does with the configs the",
+        "rule is about (`sglang` rules: the configs it prunes, or, outside its version range, the",
+        "configs it would prune; `hardware` rules: SGLang accepts them at argument time, they fail",
+        "at load; `adjust` rules: whether SGLang changes the flags; the suite checks the final",
+        "values). In brackets, the SGLang source line that refused them in the first release of",
+        "the run and, where it moved, in the last. `no config`: no example config or probe is about",
+        "the rule there; `refuses some`: some of them are refused, at that line, by a check of",
+        "SGLang's own (often one of the known gaps below).",
+        "",
+        "| rule | kind | releases: behaviour (source line) |",
+        "|---|---|---|",
+    ]
     for r in rules.RULES:
-        cells = []
-        for version in versions:
-            if not any(r.applies(version, gpu) for gpu in rules.GPUS):
-                cells.append("-")
-            else:
-                cells.append(f"{per_rule[r.id][version]}!" if per_rule[r.id][version] else "ok")
-        print(f"| `{r.id}` | {r.kind} | " + " | ".join(cells) + " |")
-    print()
-    print("Refusals no rule predicts (SGLang's message and the source line that raised it):")
-    print()
+        out.append(f"| `{r.id}` | {r.kind} | {segments(r, versions, found)} |")
+    unmatched: dict[tuple[str, str], set[str]] = {}
+    for key, f in found.items():
+        for problem in f["problems"]:
+            refused = _REFUSES.search(problem)
+            if refused:
+                unmatched.setdefault((refused["where"], refused["msg"][:160]), set()).add(key.split()[0])
+    out += ["", "Disagreements that fail the suite (SGLang's message and the source line):", ""]
+    if not unmatched:
+        out.append("- none")
     for (where, message), seen in sorted(unmatched.items(), key=lambda kv: (min(kv[1]), kv[0])):
-        ordered = [v for v in versions if v in seen]
-        print(f"- {', '.join(ordered)}: `{where}`: {message}")
+        out.append(f"- {', '.join(v for v in versions if v in seen)}: `{where}`: {message}")
+    out += [
+        "",
+        "Known gaps: rule probes where releases and the rules disagree, listed in PROBE_GAPS of",
+        "tests/unit/test_planner_vs_sglang.py (recorded, not failures; no example config reaches them):",
+        "",
+        "| probe | releases (GPUs) | what happens |",
+        "|---|---|---|",
+    ]
+    gaps: dict[str, dict[str, Any]] = {}
+    for key, f in found.items():
+        version, gpu = key.split()
+        for text in f.get("known", []):
+            probe, detail = text.removeprefix("probe ").split(": ", 1)
+            gap = gaps.setdefault(probe, {"versions": set(), "gpus": set(), "details": Counter()})
+            gap["versions"].add(version)
+            gap["gpus"].add(gpu)
+            gap["details"][re.sub(r"(\.py):\d+", r"\1", detail)[:220]] += 1
+    for probe, gap in sorted(
+        gaps.items(), key=lambda kv: (order.index(min(kv[1]["versions"], key=order.index)), kv[0])
+    ):
+        span = sorted(gap["versions"], key=order.index)
+        text = gap["details"].most_common(1)[0][0].replace("|", "/")
+        out.append(f"| `{probe}` | {_ranges(span, versions)} ({', '.join(sorted(gap['gpus']))}) | {text} |")
+    return "\n".join(out) + "\n"
+
+
+def _ranges(seen: list[str], versions: list[str]) -> str:
+    """`0.5.10-0.5.13.post1, 0.5.19` for the releases in `seen`, runs over `versions`."""
+    runs: list[list[str]] = []
+    for version in versions:
+        if version in seen:
+            if runs and versions.index(version) == versions.index(runs[-1][-1]) + 1:
+                runs[-1].append(version)
+            else:
+                runs.append([version])
+    return ", ".join(r[0] if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def doc_section(text: str) -> str:
+    """The rendered part of the doc, between the markers."""
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{DOC.name} lacks the markers {BEGIN!r} ... {END!r}")
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def main(argv: list[str]) -> int:
+    found = json.loads(FINDINGS.read_text())
+    section = render(found)
+    if argv == ["--write"]:
+        text = DOC.read_text()
+        head, rest = text.split(BEGIN, 1)
+        DOC.write_text(f"{head}{BEGIN}\n{section}{END}{rest.split(END, 1)[1]}")
+        return 0
+    if argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    sys.stdout.write(section)
     return 0
 
 
