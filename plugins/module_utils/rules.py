@@ -422,11 +422,31 @@ def _fi_cutlass_moe(f: dict[str, Any], ctx: Context) -> str | None:
     return None
 
 
-@rule("flashinfer-cutedsl-moe-quantization", "sglang", "sglang srt/server_args.py _handle_moe_kernel_config")
+@rule(
+    "flashinfer-cutedsl-moe-quantization",
+    "sglang",
+    "sglang 0.5.11 srt/server_args.py:2974-2977; 0.5.23 srt/arg_groups/moe_hook.py:94-100 "
+    "(0.5.10 and 0.5.10.post1 lack the check: measured, they accept it)",
+    versions="!=0.5.10,!=0.5.10.post1",
+)
 def _fi_cutedsl_moe(f: dict[str, Any], ctx: Context) -> str | None:
     """flashinfer_cutedsl MoE needs --quantization modelopt_fp4."""
     if f.get("moe-runner-backend") == "flashinfer_cutedsl" and f.get("quantization") != "modelopt_fp4":
         return "flashinfer_cutedsl MoE needs --quantization modelopt_fp4"
+    return None
+
+
+@rule(
+    "flashinfer-trtllm-routed-moe-quantization",
+    "sglang",
+    "sglang 0.5.10 srt/server_args.py:2694-2699; 0.5.10.post1 srt/server_args.py:2694-2699",
+    versions=">=0.5.10,<0.5.11",
+)
+def _fi_trtllm_routed_moe(f: dict[str, Any], ctx: Context) -> str | None:
+    """0.5.10's flashinfer_trtllm_routed MoE takes only fp8, mxfp8 or no quantization."""
+    quant = f.get("quantization")
+    if f.get("moe-runner-backend") == "flashinfer_trtllm_routed" and quant not in (None, "fp8", "mxfp8"):
+        return f"flashinfer_trtllm_routed MoE does not support --quantization {quant}"
     return None
 
 

@@ -96,10 +96,6 @@ PROBE_GAPS = {
     "no rule",
     "nextn-extra_buffer-track-interval-small": "0.5.14-0.5.23 on sm100 assert mamba-track-interval >= "
     "draft tokens; no rule",
-    "cutedsl-moe+fp8": "0.5.10-0.5.10.post1 accept flashinfer_cutedsl MoE with fp8; "
-    "flashinfer-cutedsl-moe-quantization refuses it",
-    "moe-flashinfer_trtllm_routed": "0.5.10-0.5.10.post1 refuse modelopt_fp4 with flashinfer_trtllm_routed; "
-    "no rule",
 }
 # Drawn afresh by SGLang on every evaluation that leaves it unset.
 UNSTABLE = frozenset({"random-seed"})
