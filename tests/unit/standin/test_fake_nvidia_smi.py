@@ -8,6 +8,8 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+import pytest
+
 
 def _record(state_dir, pid: int, gpus: list[int], used: int, held_until: float | None = None) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -78,6 +80,7 @@ def test_running_standin_holds_memory_and_releases_it(healthy, smi, standin_env)
     assert used == [0] * 8
 
 
+@pytest.mark.slow  # waits on a stand-in's simulated start-up or release delay (2-4 s)
 def test_release_delay_keeps_memory_for_a_while(launch, smi, standin_env):
     server = launch("--quantization", "modelopt_fp4", "--tp-size", "2",
                     env={"BWTUNE_STANDIN_RELEASE_DELAY_S": "1.5"})  # fmt: skip

@@ -88,6 +88,7 @@ def test_flags_without_a_recorded_verdict_pass_argparse_and_say_so(launch):
     assert "no recorded SGLang verdict for these flags" in server.log()
 
 
+@pytest.mark.slow  # waits on a stand-in's simulated start-up or release delay (2-4 s)
 def test_hardware_fault_rule_fails_in_graph_capture_after_weight_load(launch, standin_env):
     started = time.monotonic()
     server = launch("--quantization", "modelopt_fp4", "--moe-runner-backend", "flashinfer_trtllm",
@@ -137,6 +138,7 @@ def test_fault_never_healthy(launch):
     assert server.get("/health")[0] == 503 and server.proc.poll() is None
 
 
+@pytest.mark.slow  # waits on a stand-in's simulated start-up or release delay (2-4 s)
 def test_fault_slow_startup_is_not_scaled(launch):
     server = launch(*BASE, env={"BWTUNE_STANDIN_FAULT": "slow-startup:3"})
     time.sleep(1.5)

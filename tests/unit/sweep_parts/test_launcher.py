@@ -239,6 +239,7 @@ def test_stop_leftover_from_the_inflight_marker_file(tmp_path, no_gpu_tool, star
     assert launcher.stop_leftover(str(tmp_path / "missing.json")) is None
 
 
+@pytest.mark.slow  # waits on a stand-in's simulated start-up or release delay (2-4 s)
 def test_a_marked_server_and_its_children_are_found_by_their_environment(tmp_path, no_gpu_tool):
     port = free_port()
     h = start_server(
