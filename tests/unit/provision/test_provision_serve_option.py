@@ -90,4 +90,4 @@ def test_the_serve_play_runs_on_the_provisioned_hosts_only_with_provision_serve(
 ) -> None:
     plays = listed_hosts(tmp_path, *extra)
     assert list(plays) == ["Build and verify the SGLang stack", "Serve SGLang"]
-    assert plays["Serve SGLang"] == served
+    assert sorted(plays["Serve SGLang"]) == served  # --list-hosts does not keep inventory order
