@@ -12,6 +12,7 @@ and which releases have a flag.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,15 +330,20 @@ def releases_with_flag(name: str) -> list[str]:
     return found
 
 
-def release_ranges(found: list[str]) -> str:
-    """`0.5.7 to 0.5.19, 0.5.22`: runs of consecutive known releases, for messages."""
-    known = supported_versions()
+def release_runs(found: Sequence[str], known: Sequence[str]) -> list[list[str]]:
+    """`found` (in `known`'s order) split into runs of releases consecutive in `known`."""
     runs: list[list[str]] = []
     for version in found:
         if runs and known.index(version) == known.index(runs[-1][-1]) + 1:
             runs[-1].append(version)
         else:
             runs.append([version])
+    return runs
+
+
+def release_ranges(found: list[str]) -> str:
+    """`0.5.7 to 0.5.19, 0.5.22`: runs of consecutive known releases, for messages."""
+    runs = release_runs(found, supported_versions())
     return ", ".join(run[0] if len(run) == 1 else f"{run[0]} to {run[-1]}" for run in runs)
 
 

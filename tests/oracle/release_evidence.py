@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import releases  # noqa: E402
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import rules  # noqa: E402
+from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, rules  # noqa: E402
 
 FINDINGS = Path(__file__).resolve().parent / "release_findings.json"
 DOC = REPO / "docs" / "sglang-rules-evidence.md"
@@ -156,13 +156,7 @@ def render(found: dict[str, dict[str, Any]]) -> str:
 
 def _ranges(seen: list[str], versions: list[str]) -> str:
     """`0.5.10-0.5.13.post1, 0.5.19` for the releases in `seen`, runs over `versions`."""
-    runs: list[list[str]] = []
-    for version in versions:
-        if version in seen:
-            if runs and versions.index(version) == versions.index(runs[-1][-1]) + 1:
-                runs[-1].append(version)
-            else:
-                runs.append([version])
+    runs = catalog.release_runs([v for v in versions if v in seen], versions)
     return ", ".join(r[0] if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
