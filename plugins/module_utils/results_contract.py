@@ -464,11 +464,50 @@ def metric_ci95(
     return None
 
 
+def metric_repetitions(
+    line: Mapping[str, Any], objective: Mapping[str, Any], workload: Optional[str] = None
+) -> List[float]:
+    """The objective's metric in each repetition of a line: one launch's samples."""
+    block = (line.get("metrics") or {}).get(workload or objective.get("workload")) or {}
+    metric = objective.get("metric")
+    return [
+        float(rep[metric])
+        for rep in block.get("repetitions") or []
+        if isinstance(rep, Mapping) and rep.get(metric) is not None and is_number_or_null(rep[metric])
+    ]
+
+
 def eligible_value(
     line: Mapping[str, Any], objective: Mapping[str, Any], workload: Optional[str] = None
 ) -> Optional[float]:
     """The value a line competes with: only status ok can win (wrong-output never does)."""
     return metric_value(line, objective, workload) if line.get("status") == OK else None
+
+
+def launch_key(line: Mapping[str, Any]) -> Tuple[str, str, str]:
+    """What makes lines launches of one config: the same host, config id and stack."""
+    return (
+        str(line.get("host")),
+        str(line.get("config_id") or line.get("id")),
+        str(line.get("stack_fingerprint")),
+    )
+
+
+def pooled_launches(
+    lines: Iterable[Mapping[str, Any]], objective: Mapping[str, Any]
+) -> Dict[Tuple[str, str, str], Tuple[float, List[Tuple[float, Mapping[str, Any]]]]]:
+    """Each config's eligible launches by `launch_key`, in the order given, as (the mean of
+    their values, [(value, line), ...]): the value a config competes with in `pick_best`,
+    and what a report shows for it."""
+    groups: Dict[Tuple[str, str, str], List[Tuple[float, Mapping[str, Any]]]] = {}
+    for line in lines:
+        value = eligible_value(line, objective)
+        if value is not None:
+            groups.setdefault(launch_key(line), []).append((value, line))
+    return {
+        key: (math.fsum(value for value, _line in measured) / len(measured), measured)
+        for key, measured in groups.items()
+    }
 
 
 def pick_best(
@@ -478,24 +517,14 @@ def pick_best(
     (host, config id), so the winner does not depend on the order lines arrived in.
 
     A config measured more than once (the same host, config id and stack: a re-measure of
-    the top candidates, or a config measured again) competes with the mean of its values,
-    and stands for itself by its last line (latest finished_at)."""
-    groups: Dict[Tuple[str, str, str], List[Tuple[float, Mapping[str, Any]]]] = {}
-    for line in lines:
-        value = eligible_value(line, objective)
-        if value is not None:
-            key = (
-                str(line.get("host")),
-                str(line.get("config_id") or line.get("id")),
-                str(line.get("stack_fingerprint")),
-            )
-            groups.setdefault(key, []).append((value, line))
+    the top candidates, or a config measured again) competes with the mean of its values
+    (`pooled_launches`), and stands for itself by its last line (latest finished_at)."""
+    groups = pooled_launches(lines, objective)
     if not groups:
         return None
     candidates = []
     for key in sorted(groups):
-        measured = groups[key]
-        pooled = math.fsum(value for value, _line in measured) / len(measured)
+        pooled, measured = groups[key]
         last = max(measured, key=lambda m: str(m[1].get("finished_at") or ""))[1]
         candidates.append((pooled, last))
     sign = 1.0 if objective.get("goal", DEFAULT_GOAL) == "max" else -1.0

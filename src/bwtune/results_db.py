@@ -864,9 +864,13 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     "summary"}.
 
     Each result has the stable keys id, host, status, flags, failure, metrics, plus argv,
-    launch_command, point, simulated, objective, objective_ci95, reasons, timings, release,
-    cold_start (null for lines without it), screened_out, duplicate_of, attempt, started_at,
-    finished_at, gpu, sglang_version and stack_fingerprint. The summary counts `failed`
+    launch_command, point, simulated, objective, objective_ci95, objective_launches, reasons,
+    timings, release, cold_start (null for lines without it), screened_out, duplicate_of,
+    attempt, started_at, finished_at, gpu, sglang_version and stack_fingerprint. `objective`
+    is the value the result is ranked by: for a config with two or more ok launches on one
+    host and stack (a re-measure) the mean over them, as `pick_best` pools them, and then
+    `objective_launches` lists each launch oldest first (attempt, finished_at, value, ci95,
+    repetitions); null otherwise. The summary counts `failed`
     (launched configs that failed, by class) apart from `not_launched` (pruned, duplicate)
     and `screened_out` (ok).
     """
@@ -877,9 +881,14 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         (row["host"], row["config_id"]): row["attempt"]
         for row in conn.execute("SELECT host, config_id, attempt FROM results WHERE run_id = ?", (run_id,))
     }
+    earlier = superseded_results(conn, run_id)
+    # A config launched more than once on one stack (adaptive's finals) shows what pick_best
+    # ranks it by: the mean over its launches, the current line and the superseded ones.
+    pooled = contract.pooled_launches([*records, *earlier], objective)
     results = []
     for record in records:
-        ci = contract.metric_ci95(record, objective)
+        attempt = attempts[(record["host"], record["config_id"])]
+        value, ci, launches = _competing_value(record, attempt, objective, pooled)
         results.append(
             {
                 "id": record["config_id"],
@@ -892,15 +901,16 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "launch_command": record["launch_command"],
                 "point": record["point"],
                 "simulated": record["simulated"],
-                "objective": contract.metric_value(record, objective),
+                "objective": value,
                 "objective_ci95": None if ci is None else list(ci),
+                "objective_launches": launches,
                 "reasons": record["reasons"],
                 "timings": record["timings"],
                 "release": record["release"],
                 "cold_start": record.get("cold_start"),
                 "screened_out": record["screened_out"],
                 "duplicate_of": record["duplicate_of"],
-                "attempt": attempts[(record["host"], record["config_id"])],
+                "attempt": attempt,
                 "started_at": record["started_at"],
                 "finished_at": record["finished_at"],
                 "gpu": record["gpu"],
@@ -909,7 +919,7 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             }
         )
     # Every launch of a config competes (pick_best pools a re-measured config's lines).
-    best_line = contract.pick_best([*records, *superseded_results(conn, run_id)], objective)
+    best_line = contract.pick_best([*records, *earlier], objective)
     best = (
         None
         if best_line is None
@@ -936,6 +946,38 @@ def build_run_output(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "created_at": run.created_at,
     }
     return contract.versioned({"run_id": run_id, "results": results, "best": best, "summary": summary})
+
+
+def _competing_value(
+    record: dict[str, Any],
+    attempt: int,
+    objective: Mapping[str, Any],
+    pooled: Mapping[tuple[str, str, str], tuple[float, list[tuple[float, Mapping[str, Any]]]]],
+) -> tuple[float | None, tuple[float, float] | None, list[dict[str, Any]] | None]:
+    """A result's objective value, its 95% CI and, for a config with more than one ok launch
+    on its stack, each launch oldest first (by attempt): the value is then the mean
+    pick_best ranks it by, the CI is over the repetitions of every launch (over the
+    launches' values when one lacks repetitions)."""
+    group = pooled.get(contract.launch_key(record))
+    if contract.eligible_value(record, objective) is None or group is None or len(group[1]) < 2:
+        return contract.metric_value(record, objective), contract.metric_ci95(record, objective), None
+    mean, measured = group
+    # Superseded lines carry their attempt; the current one is the latest.
+    ordered = sorted(measured, key=lambda m: int(m[1].get("attempt", attempt)))
+    samples = [contract.metric_repetitions(line, objective) for _value, line in ordered]
+    values = [value for value, _line in ordered]
+    ci = contract.mean_ci95([v for rep in samples for v in rep] if all(samples) else values)[1]
+    launches = [
+        {
+            "attempt": line.get("attempt", attempt),
+            "finished_at": line.get("finished_at"),
+            "value": value,
+            "ci95": None if (line_ci := contract.metric_ci95(line, objective)) is None else list(line_ci),
+            "repetitions": len(reps),
+        }
+        for (value, line), reps in zip(ordered, samples, strict=True)
+    ]
+    return mean, ci, launches
 
 
 def nothing_measured(output: Mapping[str, Any]) -> str | None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import exit_codes, results_db
 
 NAME = "export"
@@ -25,6 +26,8 @@ CSV_COLUMNS = (
     "metric",
     "repetition",
     "value",
+    # The launch's cold start, one column per field (seconds; empty where null or not recorded).
+    *(f"cold_start_{name}" for name in contract.COLD_START_SECONDS),
 )
 
 
@@ -70,7 +73,8 @@ def to_csv(output: dict[str, Any]) -> str:
     """Long format: each repetition of each metric of each workload; failures get one row.
 
     Earlier measurements of a re-measured config (`superseded`) come first, each row with
-    its attempt number, so no measurement is missing from an export.
+    its attempt number, so no measurement is missing from an export. Each row carries its
+    launch's cold start (the same on every row of a launch).
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -79,11 +83,19 @@ def to_csv(output: dict[str, Any]) -> str:
     for result in [*earlier, *output["results"]]:
         base = (output["run_id"], result["host"], result["id"], result.get("attempt", 1), result["status"],
                 int(bool(result["simulated"])))  # fmt: skip
+        cold = _cold_start_cells(result.get("cold_start"))
         rows: list[tuple[Any, ...]] = [
-            (*base, workload, metric, index, value)
+            (*base, workload, metric, index, value, *cold)
             for workload, block in sorted(result["metrics"].items())
             for index, repetition in enumerate(block.get("repetitions") or [])
             for metric, value in sorted(repetition.items())
         ]
-        writer.writerows(rows or [(*base, "", "", "", "")])
+        writer.writerows(rows or [(*base, "", "", "", "", *cold)])
     return buffer.getvalue()
+
+
+def _cold_start_cells(block: Any) -> tuple[Any, ...]:
+    """A line's cold-start seconds in COLD_START_SECONDS order; empty for null, and for every
+    field of a line without one (older nodes, launches that never started)."""
+    block = block if isinstance(block, dict) else {}
+    return tuple("" if block.get(name) is None else block[name] for name in contract.COLD_START_SECONDS)

@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     label = f"  [{SIMULATED_LABEL}]" if data.simulated else ""
     best = data.best
     if best is not None:
-        print(f"best: {best.id} on {best.host}, {data.objective['metric']} {best.objective:,.1f}{label}")
+        value = f"{data.objective['metric']} {best.objective:,.1f}"
+        mean = f" ({best.launches_caption})" if best.launches else ""
+        print(f"best: {best.id} on {best.host}, {value}{mean}{label}")
     else:
         print(f"best: none (no config finished ok){label}")
     for path in (html, md):

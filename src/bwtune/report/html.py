@@ -15,6 +15,7 @@ from bwtune.report.model import (
     ReportData,
     Row,
     cold_start_rows,
+    launches_text,
 )
 from bwtune.report.regression_chart import regression_section
 
@@ -60,6 +61,7 @@ button.copy { float:right; font-size:12px; border:1px solid var(--line); backgro
               border-radius:6px; padding:2px 8px; cursor:pointer; }
 footer { color:var(--muted); font-size:12px; text-align:center; }
 .tie { color:#92400e; } span.tie { font-size:12px; white-space:nowrap; }
+span.launches { display:block; color:var(--muted); font-size:11px; font-weight:400; cursor:help; }
 """
 
 # Sortable tables, copy buttons; errors are recorded on <body> so a headless test can see them.
@@ -176,9 +178,11 @@ def _winner(data: ReportData) -> str:
     if best is None or data.launch_command_multiline is None or data.host_vars is None:
         return '<p class="sub">No config finished with status ok, so there is no winner.</p>'
     ci = f" (95% CI {_fmt(best.ci95[0])} \u2013 {_fmt(best.ci95[1])})" if best.ci95 else ""
+    launches = f", {launches_text(best, _fmt)}" if best.launches else ""
     return (
         f"<p><b>{escape(best.id)}</b> on <b>{escape(best.host)}</b>: {escape(data.objective['metric'])} "
         f"<b>{_fmt(best.objective)}</b>{escape(ci)} on {escape(str(data.objective.get('workload')))}"
+        f"{escape(launches)}"
         f' <span class="flags">{escape(best.label)}</span></p>{_ties(data)}'
         '<div class="grid2"><div><button class="copy" data-target="launch-cmd">copy</button>'
         "<b>Launch command</b>"
@@ -201,6 +205,14 @@ def _marks(row: Row) -> str:
     return ""
 
 
+def _launches(row: Row) -> str:
+    """Under a re-measured config's value: "mean of N launches", each launch in its tooltip."""
+    if not row.launches:
+        return ""
+    tooltip = escape(launches_text(row, _fmt))
+    return f'<span class="launches" title="{tooltip}">{escape(row.launches_caption)}</span>'
+
+
 def _table(data: ReportData) -> str:
     metric = escape(data.objective["metric"])
     head = (
@@ -217,7 +229,7 @@ def _table(data: ReportData) -> str:
             f'<td class="id">{escape(row.host)}</td>'
             f'<td data-sort="{escape(row.status)}">{_status(row)}</td>'
             f'<td class="flags">{escape(row.label)}</td>'
-            f'<td class="num" data-sort="{sort_value}">{_fmt(row.objective)}</td>'
+            f'<td class="num" data-sort="{sort_value}">{_fmt(row.objective)}{_launches(row)}</td>'
             f'<td class="num">{escape(ci)}</td><td class="num">{row.repetitions}</td></tr>'
         )
     return f'<table class="sortable"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
@@ -231,7 +243,8 @@ def _bars(data: ReportData) -> str:
             value=row.objective,
             ci95=row.ci95,
             kind="best" if row.is_best else ("ok" if row.status == "ok" else row.status),
-            tooltip=f"{row.id} @ {row.host}: {_fmt(row.objective)} ({row.status}) {row.label}",
+            tooltip=f"{row.id} @ {row.host}: {_fmt(row.objective)} ({row.status}) {row.label}"
+            + (f"; {launches_text(row, _fmt)}" if row.launches else ""),
         )
         for row in data.rows
         if row.objective is not None

@@ -8,6 +8,7 @@ from bwtune.report.model import (
     SIMULATED_LABEL,
     ReportData,
     cold_start_rows,
+    launches_text,
 )
 
 NA = "\u2013"  # en dash: a missing value
@@ -65,9 +66,10 @@ def render_markdown(data: ReportData) -> str:
         out += ["No config finished with status ok, so there is no winner.", ""]
     else:
         ci = f" (95% CI {_fmt(best.ci95[0])} \u2013 {_fmt(best.ci95[1])})" if best.ci95 else ""
+        launches = f", {launches_text(best, _fmt)}" if best.launches else ""
         out += [
             f"`{best.id}` on `{best.host}`: {data.objective['metric']} **{_fmt(best.objective)}**{ci} "
-            f"on {data.objective.get('workload')} ({best.label})",
+            f"on {data.objective.get('workload')} ({best.label}){launches}",
             "",
             *(
                 [
@@ -102,11 +104,21 @@ def render_markdown(data: ReportData) -> str:
     for rank, row in enumerate(data.rows, start=1):
         ci = f"{_fmt(row.ci95[0])} \u2013 {_fmt(row.ci95[1])}" if row.ci95 else NA
         star = " ★" if row.is_best else (" ≈ tied" if row.tied_with_best else "")
+        value = _fmt(row.objective) + (f" ({row.launches_caption})" if row.launches else "")
         out.append(
             f"| {rank} | `{row.id}`{star} | {_cell(row.host)} | {row.status} | {_cell(row.label)} "
-            f"| {_fmt(row.objective)} | {ci} | {row.repetitions} |"
+            f"| {value} | {ci} | {row.repetitions} |"
         )
     out.append("")
+    remeasured = [row for row in data.rows if row.launches]
+    if remeasured:
+        out += [
+            "Re-measured configs are ranked by the mean over their launches on one host and stack "
+            "(the value, CI and reps above are over every launch):",
+            "",
+            *(f"- `{row.id}` @ {_cell(row.host)}: {launches_text(row, _fmt)}" for row in remeasured),
+            "",
+        ]
 
     out += [f"## Throughput vs per-request decode rate{sim}", ""]
     if data.pareto:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,6 +34,14 @@ class Row:
     result: dict[str, Any]
     short_label: str = ""  # the values of the varying axes only, for narrow places (bar chart)
     tied_with_best: bool = False  # its 95% CI overlaps the winner's: not told apart by this run
+    # A config launched more than once on its stack: each launch oldest first (the --json
+    # result's objective_launches); `objective` is then their mean, what the ranking used.
+    launches: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def launches_caption(self) -> str:
+        """The caption of a re-measured config's value (mean of N launches), else empty."""
+        return f"mean of {len(self.launches)} launches" if self.launches else ""
 
 
 @dataclass(frozen=True)
@@ -194,9 +203,11 @@ def _row(
     best_key: tuple[str, str] | None,
 ) -> Row:
     ci = result.get("objective_ci95")
+    launches = tuple(result.get("objective_launches") or ())
     reps = regression.objective_repetitions(result, objective)
     if ci is None and len(reps) >= 2:
         ci = contract.mean_ci95(reps)[1]
+    repetitions = sum(int(n["repetitions"]) for n in launches) if launches else len(reps)
     point = result.get("point") or {}
     label = _label(result["flags"], varying)
     return Row(
@@ -206,11 +217,21 @@ def _row(
         label=label,
         objective=result.get("objective"),
         ci95=(ci[0], ci[1]) if ci else None,
-        repetitions=len(reps),
+        repetitions=repetitions,
         is_best=(result["host"], result["id"]) == best_key,
         result=result,
         short_label=short_label([_axis_value(point.get(a)) for a in axes]) if axes else short_label([label]),
+        launches=launches,
     )
+
+
+def launches_text(row: Row, fmt: Callable[[float | None], str]) -> str:
+    """Each launch's value of a re-measured config, oldest first ("" for one measured once):
+    "mean of 2 launches: attempt 1: 1,200.0; attempt 2: 1,269.0"."""
+    if not row.launches:
+        return ""
+    each = "; ".join(f"attempt {n['attempt']}: {fmt(n['value'])}" for n in row.launches)
+    return f"{row.launches_caption}: {each}"
 
 
 # The cold-start columns a report shows, in phase order: (results line key, caption).
