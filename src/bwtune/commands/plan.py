@@ -164,7 +164,8 @@ def _by_strategy(result: Plan, cost: launch_cost.LaunchCost) -> str:
         parts.append(f"{name} {launches} launches ({hours} GPU-h)")
     return (
         "by strategy: " + ", ".join(parts) + "; screen and adaptive screen each launch first, "
-        "adaptive stops when nothing can win (docs/benchmarks.md, Search cost)"
+        "adaptive stops when nothing can win or a third of the configs are launched, then "
+        "re-measures up to two (docs/benchmarks.md, Search cost)"
     )
 
 

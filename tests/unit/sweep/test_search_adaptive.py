@@ -432,5 +432,9 @@ def test_bwtune_sweep_reads_the_prior_of_earlier_runs_on_the_hardware_group(
     assert request.extravars().get("sweep_prior") is None, "set by run_sweep"
     request.prior = prior
     assert request.extravars()["sweep_prior"] == prior
-    grid = sweep_cli.SweepRequest(inventory=inventory, matrix=matrix, matrix_source="m.yml", run_id="r3")  # type: ignore[arg-type]
+    grid = sweep_cli.SweepRequest(
+        inventory=inventory, matrix=matrix, matrix_source="m.yml", run_id="r3", strategy="grid"
+    )  # type: ignore[arg-type]
     assert sweep_cli.read_prior(grid) == [], "only adaptive reads a prior"
+    default = sweep_cli.SweepRequest(inventory=inventory, matrix=matrix, matrix_source="m.yml", run_id="r3")  # type: ignore[arg-type]
+    assert sweep_cli.read_prior(default) == prior, "adaptive is the default strategy"
