@@ -101,7 +101,9 @@ def outcome_counts(lines: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
 
 # The names; the implementations are in strategies.py.
 STRATEGIES = ("grid", "coordinate", "screen", "adaptive")
-DEFAULT_STRATEGY = "grid"
+# adaptive: a quarter of the grid's GPU-hours on the mission matrix, and finds the best
+# config as often (docs/benchmarks.md, "Search cost").
+DEFAULT_STRATEGY = "adaptive"
 # The name of the screening workload in a line's metrics (strategies "screen", "adaptive").
 SCREEN_WORKLOAD = "screen"
 

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strategy",
         choices=STRATEGIES,
-        help="how configs are chosen (default grid; a resume keeps the run's); adaptive starts from "
+        help="how configs are chosen (default adaptive; a resume keeps the run's); adaptive starts from "
         "what earlier runs of the same GPU measured (the results database)",
     )
     which = parser.add_mutually_exclusive_group()

@@ -248,6 +248,23 @@ def test_a_flat_landscape_stops_once_nothing_can_win_by_more_than_the_noise() ->
     assert scores.best() in launched
 
 
+def test_the_launch_budget_bounds_the_model_guided_launches() -> None:
+    """On a flat landscape every bound stays above the best: the budget (a share of the valid
+    configs) is what stops the search, then the finals re-measure at most two configs."""
+    plan = make_plan()
+    valid = len(plan["launches"])
+    for budget in (0.25, 0.5):
+        scores = Scoreboard(objective())
+        launched: list[str] = []
+        for config_id in strategies.adaptive(plan, scores, AXES, budget=budget, finalists=0):
+            launched.append(config_id)
+            scores.record(measure(plan, config_id, lambda point: 50.0, scores.launches(config_id)))
+        assert len(set(launched)) == math.ceil(budget * valid), budget
+    default, _scores = drive(plan, lambda point: 50.0)
+    assert len(set(default)) == math.ceil(strategies.ADAPTIVE_BUDGET * valid)
+    assert len(default) - len(set(default)) <= strategies.ADAPTIVE_FINALISTS, "the finals' re-measures"
+
+
 BEST = {"moe": "b", "gemm": "z", "attn": "m", "spec": "mtp"}
 RIVAL = {"moe": "b", "gemm": "z", "attn": "f", "spec": "mtp"}
 
