@@ -520,15 +520,26 @@ def pick_best(
 
     A config measured more than once (the same host, config id and stack: a re-measure of
     the top candidates, or a config measured again) competes with the mean of its values
-    (`pooled_launches`), and stands for itself by its last line (latest finished_at)."""
+    (`pooled_launches`), and stands for itself by its last line (latest finished_at). A
+    config whose last launch failed (a re-measure that crashed) does not win: it is not safe
+    to serve, and its last line is a failure."""
+    lines = list(lines)
+    last_status: Dict[Tuple[str, str, str], Tuple[str, int, Any]] = {}
+    for n, line in enumerate(lines):
+        order = (str(line.get("finished_at") or ""), n, line.get("status"))
+        key = launch_key(line)
+        if key not in last_status or order[:2] > last_status[key][:2]:
+            last_status[key] = order
     groups = pooled_launches(lines, objective)
-    if not groups:
-        return None
     candidates = []
     for key in sorted(groups):
+        if last_status[key][2] != OK:
+            continue
         pooled, measured = groups[key]
         last = max(measured, key=lambda m: str(m[1].get("finished_at") or ""))[1]
         candidates.append((pooled, last))
+    if not candidates:
+        return None
     sign = 1.0 if objective.get("goal", DEFAULT_GOAL) == "max" else -1.0
     return max(candidates, key=lambda c: sign * c[0])[1]
 

@@ -329,6 +329,13 @@ def test_pick_best_pools_the_launches_of_one_config_on_one_stack() -> None:
     assert results_contract.pick_best([lucky, line("ca", 98.0, "t4")], obj)["finished_at"] == "t4"
     # Another stack is another measurement: not pooled.
     assert results_contract.pick_best([lucky, steady, line("ca", 90.0, "t3", "s2")], obj) is lucky
+    # A re-measure that crashed: the config is not safe to serve, whatever it measured before.
+    crashed = {**line("ca", 0.0, "t5"), "status": results_contract.CRASHED, "metrics": {}}
+    assert results_contract.pick_best([lucky, steady, crashed], obj) is steady
+    assert results_contract.pick_best([crashed, lucky], obj) is None
+    # A failure before an ok launch (a resumed sweep launched it again) does not count.
+    earlier = {**crashed, "finished_at": "t0"}
+    assert results_contract.pick_best([lucky, steady, earlier], obj) is lucky
 
 
 def _line(sample: dict[str, Any], value: float, finished: str) -> dict[str, Any]:
