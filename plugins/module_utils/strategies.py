@@ -88,10 +88,16 @@ class Scoreboard:
         return len(self.history.get(config_id, ()))
 
     def pooled(self, config_id: str, workload: Optional[str] = None) -> Optional[float]:
-        """The mean of a config's values over its launches (None when none has one)."""
-        values = [self.objective.value(line, workload) for line in self.history.get(config_id, ())]
-        measured = [v for v in values if v is not None]
-        return math.fsum(measured) / len(measured) if measured else None
+        """The mean of a config's values over its launches (None when none has one), pooled
+        as `pick_best` pools them (results_contract.pooled_launches): the launches on the
+        host and stack of its last line."""
+        history = self.history.get(config_id)
+        if not history:
+            return None
+        objective = dict(self.objective.as_dict(), workload=workload or self.objective.workload)
+        groups = results_contract.pooled_launches(history, objective)
+        current = groups.get(results_contract.launch_key(history[-1]))
+        return None if current is None else current[0]
 
     def value(self, config_id: str) -> Optional[float]:
         result = self.results.get(config_id)
