@@ -37,6 +37,32 @@ LOG_TAIL_LINES = 50
 # Every server a sweep starts carries this variable in its environment, set to the sweep's
 # results file: a later run finds its servers in /proc even when no in-flight record names them.
 SERVER_MARKER = "BWTUNE_SWEEP_RESULTS"
+# One local directory for every compile/autotune cache a launch fills, so a launch reuses what
+# earlier launches built (FlashInfer's JIT and autotune ~1.5 min uncached). The layout is the
+# server role's (roles/server/templates/environment.j2, a unit test holds them equal), so the
+# promoted server finds the sweep's caches warm. SGLang 0.5.7-0.5.23 overwrite DG_JIT_CACHE_DIR
+# with SGLANG_DG_CACHE_DIR (deep_gemm_wrapper/compile_utils.py), so both are set; from 0.5.15
+# SGLANG_CACHE_DIR also holds FlashInfer's autotune results (runner/flashinfer_autotune.py).
+STARTUP_CACHE_LAYOUT = (
+    ("XDG_CACHE_HOME", ""),
+    ("FLASHINFER_WORKSPACE_BASE", ""),  # FlashInfer appends .cache/flashinfer itself
+    ("SGLANG_CACHE_DIR", ""),
+    ("TRITON_CACHE_DIR", "triton"),
+    ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+    ("CUDA_CACHE_PATH", "nv"),
+    ("SGLANG_DG_CACHE_DIR", "deep_gemm"),
+    ("DG_JIT_CACHE_DIR", "deep_gemm"),
+)
+
+
+def startup_cache_env(cache_dir: str | None) -> dict[str, str]:
+    """The environment that points every start-up cache at `cache_dir` ({} when none)."""
+    if not cache_dir:
+        return {}
+    root = os.path.abspath(os.path.expanduser(cache_dir))
+    return {name: os.path.join(root, sub) if sub else root for name, sub in STARTUP_CACHE_LAYOUT}
+
+
 # The bind error of a server whose port was taken between the check and its bind (uvicorn's
 # wording, and the errno's): the launch is retried on another port, it is not the config's fault.
 _ADDRESS_IN_USE = re.compile(r"address already in use|\[Errno 98\]|EADDRINUSE", re.I)

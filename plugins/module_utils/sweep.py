@@ -83,6 +83,9 @@ class SweepOptions:
         # Secrets (an HF token) reach the servers' environment only; the module's option is
         # no_log, and nothing the sweep writes or returns carries them.
         self.secret_env = {str(k): str(v) for k, v in (params.get("secret_env") or {}).items()}
+        # Every launch's JIT/autotune caches in one directory (launcher.STARTUP_CACHE_LAYOUT);
+        # what `env` names itself wins over these defaults.
+        self.cache_env = launcher.startup_cache_env(params.get("cache_dir"))
         self.api_key = params.get("api_key")
         self.host = params.get("host") or "127.0.0.1"
         self.port = int(params.get("port") or 30000)
@@ -111,6 +114,11 @@ class SweepOptions:
         self.node_lock_path = os.path.abspath(
             os.path.expanduser(params.get("node_lock") or sweep_state.node_lock_path(self.results_path))
         )
+
+    def launch_env(self, marker: str) -> Dict[str, str]:
+        """A server's environment on top of the sweep's: the shared caches, then what the user
+        gave (sweep_env, then the secrets), then the marker that finds the server again."""
+        return {**self.cache_env, **self.env, **self.secret_env, launcher.SERVER_MARKER: marker}
 
     def secrets(self) -> List[str]:
         """Values that must not appear in anything the sweep records (log tails, messages)."""
@@ -405,7 +413,7 @@ class Sweep:
         # by (its environment carries the marker); completed with its pid once it runs.
         before = {"config_id": config["id"], "host": options.host, "port": port, "log_path": log_path}
         _writing(self.results.inflight_path, self.results.mark_inflight, dict(before, marker=marker))
-        env = {**options.env, **options.secret_env, launcher.SERVER_MARKER: marker}
+        env = options.launch_env(marker)
         clock = time.monotonic()
         try:
             server = launcher.start_server(argv, host=options.host, port=port, log_path=log_path, env=env)

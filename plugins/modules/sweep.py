@@ -66,6 +66,17 @@ options:
         line that shows one of its values is masked in the results.
     type: dict
     default: {}
+  cache_dir:
+    description:
+      - One local directory for the compile and autotune caches of every launch (FlashInfer,
+        Triton, TorchInductor, CUDA, DeepGEMM, SGLang's own), so a launch reuses what earlier
+        launches built. Each server's environment gets C(XDG_CACHE_HOME),
+        C(FLASHINFER_WORKSPACE_BASE) and C(SGLANG_CACHE_DIR) set to it, C(TRITON_CACHE_DIR),
+        C(TORCHINDUCTOR_CACHE_DIR) and C(CUDA_CACHE_PATH) to its C(triton), C(inductor) and
+        C(nv) folders, C(SGLANG_DG_CACHE_DIR) and C(DG_JIT_CACHE_DIR) to its C(deep_gemm) folder.
+      - Entries of O(env) and O(secret_env) win over these. Unset, the servers keep the
+        environment the sweep runs with. The directory must exist (the role makes it).
+    type: path
   api_key:
     description: Passed to the server as C(--api-key) and used by the benchmark client. Never recorded.
     type: str
@@ -173,6 +184,7 @@ EXAMPLES = r"""
     results_path: /var/lib/bwtune/sweeps/2026-11-30/results.jsonl
     python: /opt/sglang/venv/bin/python
     strategy: coordinate
+    cache_dir: /var/cache/bwtune-sglang
   async: 172800
   poll: 0
   register: sweep_job
@@ -222,6 +234,7 @@ def main():
             python=dict(type="path", default="python3"),
             env=dict(type="dict", default={}),
             secret_env=dict(type="dict", default={}, no_log=True),
+            cache_dir=dict(type="path"),
             api_key=dict(type="str", no_log=True),
             node=dict(type="str"),
             node_lock=dict(type="path"),

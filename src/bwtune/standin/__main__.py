@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from bwtune.standin import faults, verdicts
+from bwtune.standin import faults, startup_cache, verdicts
 from bwtune.standin.app import SIMULATED_NOTE, App, ServerState, crash_now
 from bwtune.standin.args import ParsedArgs, flag_table, parse
 from bwtune.standin.checkpoint import CheckpointError, read_checkpoint
@@ -224,6 +224,12 @@ async def serve(state: ServerState, scale: float) -> int:
         memory.release()
 
 
+def _note(problem: str | None) -> None:
+    """A cache marker that could not be written costs a later launch its saving, nothing else."""
+    if problem:
+        log(f"[simulated] start-up cache not updated: {problem}")
+
+
 async def _pause(seconds: float, stop: asyncio.Event) -> bool:
     """Sleep, unless asked to stop first (returns True when stopping)."""
     try:
@@ -244,10 +250,15 @@ async def _start_up_and_serve(
     extra = fault.float_arg(600.0) if fault is not None and fault.name == "slow-startup" else 0.0
     total_mib = profile.gpu.memory_mib
     weights = profile.weights_mib_per_gpu
+    # What the launch's cache directory saves it (simulated: marker files, not real caches).
+    warm = startup_cache.plan(profile, state.resolved, str(args.explicit["model-path"]), os.environ)
+    for line in warm.describe(profile):
+        log(line)
     log(f"Load weight begin. avail mem={total_mib / 1024:.2f} GB (simulated)")
     memory.set_used(weights)
-    if await _pause(profile.weight_load_s * scale + extra / 2, stop):
+    if await _pause(warm.weight_load_s * scale + extra / 2, stop):
         return 0
+    _note(startup_cache.remember_weights(warm))
     log(
         f"Load weight end. type={state.checkpoint.architecture}, quant={state.checkpoint.quantization}, "
         f"avail mem={(total_mib - weights) / 1024:.2f} GB, mem usage={weights / 1024:.2f} GB (simulated)"
@@ -279,7 +290,7 @@ async def _start_up_and_serve(
         f"KV size: {kv_mib / 1024:.2f} GB (simulated)"
     )
     log("Capture cuda graph begin. This can take up to several minutes. (simulated)")
-    capture = profile.graph_capture_s * scale + extra / 2
+    capture = warm.capture_s * scale + extra / 2
     # Kernels first run during capture: SGLang reports what fails there as a capture failure.
     cause = None
     if name == "oom-graph-capture":
@@ -296,6 +307,7 @@ async def _start_up_and_serve(
         return 0
     memory.set_used(used)
     log(f"Capture cuda graph end. mem usage={GRAPH_MIB / 1024:.2f} GB (simulated)")
+    _note(startup_cache.remember_kernels(warm, profile.gpu.arch))
     from bwtune.standin.engine import Engine
 
     state.engine = Engine(state.perf, state.seed, state.max_running)

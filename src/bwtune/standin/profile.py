@@ -107,6 +107,9 @@ class Profile:
     default_max_running_requests: int
     context_length: int
     faults: list[FaultRule] = field(default_factory=list)
+    # What warm start-up caches leave of each phase (startup_cache.py); 1.0: they save nothing.
+    cached_capture_fraction: float = 1.0
+    page_cache_load_fraction: float = 1.0
 
     def decode_step_ms(self, batch: int) -> float:
         """Baseline decode step time at a running batch size (linear between the profile's
@@ -200,6 +203,13 @@ class _Reader:
         value = self.get(dotted, float, default)
         if value <= 0:
             raise ProfileError(f"{self.path}: {dotted} = {value!r} must be > 0")
+        return float(value)
+
+    def share(self, dotted: str, default: Any = ...) -> float:
+        """A part of a whole: 0 (nothing left) to 1 (all of it)."""
+        value = self.get(dotted, float, default)
+        if not 0 <= value <= 1:
+            raise ProfileError(f"{self.path}: {dotted} = {value!r} must be in [0, 1]")
         return float(value)
 
     def fraction(self, dotted: str, default: Any = ...) -> float:
@@ -297,4 +307,6 @@ def _parse(path: Path, data: dict[str, Any]) -> Profile:
         default_max_running_requests=int(r.positive("serving.max_running_requests")),
         context_length=int(r.positive("serving.context_length")),
         faults=faults,
+        cached_capture_fraction=r.share("startup.cached_capture_fraction", 1.0),
+        page_cache_load_fraction=r.share("startup.page_cache_load_fraction", 1.0),
     )

@@ -1,0 +1,100 @@
+"""Every sweep launch gets one shared start-up cache directory in its environment (FlashInfer,
+Triton, TorchInductor, CUDA, DeepGEMM, SGLang's own), laid out as the served SGLang's, and
+what the user puts in sweep_env wins over it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep, sweep_state
+
+REPO = Path(__file__).resolve().parents[3]
+SERVER_ENV = REPO / "roles" / "server" / "templates" / "environment.j2"
+MATRIX: dict[str, Any] = {
+    "model": {"path": "/models/qwen"},
+    "hardware": {"gpu": "sm120", "count": 8},
+    "sglang": {"version": "0.5.23"},
+    "base": {"tp-size": 8, "quantization": "modelopt_fp4"},
+    "axes": {"moe-runner-backend": ["flashinfer_cutlass"]},
+}
+CACHE_VARS = {
+    "XDG_CACHE_HOME": "",
+    "FLASHINFER_WORKSPACE_BASE": "",
+    "SGLANG_CACHE_DIR": "",
+    "TRITON_CACHE_DIR": "/triton",
+    "TORCHINDUCTOR_CACHE_DIR": "/inductor",
+    "CUDA_CACHE_PATH": "/nv",
+    # SGLang overwrites DG_JIT_CACHE_DIR from SGLANG_DG_CACHE_DIR: both point at one place.
+    "SGLANG_DG_CACHE_DIR": "/deep_gemm",
+    "DG_JIT_CACHE_DIR": "/deep_gemm",
+}
+
+
+def options(tmp_path: Path, **params: Any) -> sweep.SweepOptions:
+    return sweep.SweepOptions(matrix=MATRIX, results_path=str(tmp_path / "r1" / "results.jsonl"), **params)
+
+
+def test_a_launch_env_carries_every_cache_variable_under_the_cache_dir(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = options(tmp_path, cache_dir=str(cache)).launch_env("marker")
+    assert {k: env[k] for k in CACHE_VARS} == {k: f"{cache}{sub}" for k, sub in CACHE_VARS.items()}
+    assert env[launcher.SERVER_MARKER] == "marker"
+
+
+def test_sweep_env_and_secret_env_win_over_the_cache_defaults(tmp_path: Path) -> None:
+    env = options(
+        tmp_path,
+        cache_dir=str(tmp_path / "cache"),
+        env={"TRITON_CACHE_DIR": "/fast/triton", "OTHER": "1"},
+        secret_env={"XDG_CACHE_HOME": "/secret"},
+    ).launch_env("marker")
+    assert env["TRITON_CACHE_DIR"] == "/fast/triton" and env["OTHER"] == "1"
+    assert env["XDG_CACHE_HOME"] == "/secret"
+    assert env["FLASHINFER_WORKSPACE_BASE"] == str(tmp_path / "cache")
+
+
+def test_no_cache_dir_leaves_the_environment_alone(tmp_path: Path) -> None:
+    for value in (None, ""):
+        env = options(tmp_path, cache_dir=value).launch_env("marker")
+        assert not set(env) & set(CACHE_VARS)
+
+
+def test_a_home_relative_cache_dir_is_expanded_on_the_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    env = options(tmp_path, cache_dir="~/cache").launch_env("marker")
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "triton")
+
+
+def test_the_sweep_starts_each_server_with_that_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = options(tmp_path, cache_dir=str(tmp_path / "cache"), env={"CUDA_CACHE_PATH": "/mine"})
+    the_plan = sweep.make_plan(opts)
+    seen: dict[str, str] = {}
+
+    def start_server(argv: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs["env"])
+        raise OSError("not started in this test")
+
+    monkeypatch.setattr(sweep.launcher, "start_server", start_server)
+    Path(opts.results_path).parent.mkdir(parents=True)
+    runner = sweep.Sweep(opts, the_plan)
+    config = runner.configs[the_plan["launches"][0]["config"]]
+    progress = sweep_state.Progress(opts.results_path, opts.run_id, 1)
+    with pytest.raises(sweep.SweepFailed, match="cannot start the server"):
+        runner.launch(config, progress)
+    assert seen["FLASHINFER_WORKSPACE_BASE"] == str(tmp_path / "cache")
+    assert seen["CUDA_CACHE_PATH"] == "/mine"
+
+
+def test_the_served_sglang_uses_the_same_layout() -> None:
+    """The promoted server finds the sweep's caches only where the sweep put them."""
+    lines = dict(
+        re.findall(r"^([A-Z_]+)=\{\{ server_cache_dir \}\}(\S*)$", SERVER_ENV.read_text(), re.MULTILINE)
+    )
+    assert {k: v for k, v in lines.items() if k != "HF_HOME"} == CACHE_VARS
+    assert launcher.startup_cache_env("/c") == {k: "/c" + sub for k, sub in CACHE_VARS.items()}
