@@ -18,7 +18,11 @@ SCALE_ENV = "BWTUNE_STANDIN_STARTUP_SCALE"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--strategy", choices=sweep.STRATEGIES, help="how configs are chosen (default grid)")
+    parser.add_argument(
+        "--strategy",
+        choices=sweep.STRATEGIES,
+        help="how configs are chosen (default grid: the demo measures every config)",
+    )
     parser.add_argument(
         "--resume",
         metavar="RUN_ID",

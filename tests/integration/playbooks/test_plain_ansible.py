@@ -104,7 +104,10 @@ def test_the_documented_command_sweeps_the_demo_from_the_repo_root(tmp_path: Pat
     [results] = results_files(env)
     lines = read_lines(results)
     status = Counter(line["status"] for line in lines)
-    assert status == {"ok": 6, "pruned": 3, "duplicate": 3}, status
+    # The default strategy (adaptive) launches some of the 6 valid configs; every launch is ok,
+    # and the pruned and duplicate configs are recorded without a launch.
+    assert set(status) == {"ok", "pruned", "duplicate"}, status
+    assert status["pruned"] == 3 and status["duplicate"] == 3 and 1 <= status["ok"] <= 6, status
     for line in lines:
         # The matrix's relative model.path is relative to examples/demo.yml, not to the
         # current directory or playbooks/.

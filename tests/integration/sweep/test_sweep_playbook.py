@@ -55,7 +55,7 @@ def launched(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_every_config_gets_its_status_and_the_fastest_correct_one_wins(node: Node) -> None:
     matrix = node.matrix()
-    done = node.play(node.write_matrix(matrix), "e2e", sweep_startup_timeout_s=5)
+    done = node.play(node.write_matrix(matrix), "e2e", sweep_startup_timeout_s=5, sweep_strategy="grid")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     the_plan = plan_of(matrix, node)
     by_case = {c["point"]["case"]: c for c in the_plan["configs"]}

@@ -313,6 +313,23 @@ def test_a_sweep_killed_in_its_finals_resumes_to_the_same_launches() -> None:
         assert first + rest == whole, f"killed after {stop_after} launches"
 
 
+def test_a_sweep_killed_at_its_launch_budget_resumes_to_the_same_launches() -> None:
+    """The budget counts the configs the results file holds: a resume stops where the
+    uninterrupted sweep stopped."""
+    plan = make_plan()
+    whole, _ = drive(plan, lambda point: 50.0)
+    budget = math.ceil(strategies.ADAPTIVE_BUDGET * len(plan["launches"]))
+    for stop_after in range(budget - 2, budget + 1):
+        first, killed = drive(plan, lambda point: 50.0, stop_after=stop_after)
+        lines = [line for history in killed.history.values() for line in history]
+        random.Random(stop_after).shuffle(lines)
+        resumed = Scoreboard(objective())
+        for line in lines:
+            resumed.record(line)
+        rest, _ = drive(plan, lambda point: 50.0, scores=resumed)
+        assert first + rest == whole, f"killed after {stop_after} launches"
+
+
 def test_pick_best_pools_the_launches_of_one_config_on_one_stack() -> None:
     obj = {"workload": "single", "metric": "tok", "goal": "max"}
 
