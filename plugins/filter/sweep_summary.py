@@ -19,14 +19,20 @@ def sweep_summary(outcome):
     results = [line for line in outcome.get("results") or [] if isinstance(line, dict)]
     summary = outcome.get("summary") or {}
     counts = contract.outcome_counts(results)
-    failed, unlaunched = counts["failed"], counts["not_launched"]
+    failed, unlaunched = counts["failed"], dict(counts["not_launched"])
     launched = counts["ok"] + sum(failed.values())
+    # A strategy that searches (adaptive, coordinate) writes no line for the configs it left
+    # out, and a re-measured config has a line per launch: count the plan's configs.
+    with_lines = len({line.get("config_id") for line in results})
+    configs = max(int(summary.get("planned_configs") or 0), with_lines)
+    if configs > with_lines:
+        unlaunched["left out by %s" % (summary.get("strategy") or "the strategy")] = configs - with_lines
     sim = " (simulated)" if summary.get("simulated") else ""
     lines = [
         "run %s: %d configs, %d launched, %d measured ok, %d failed, %d not launched%s"
         % (
             summary.get("run_id"),
-            len(results),
+            configs,
             launched,
             counts["ok"],
             sum(failed.values()),

@@ -40,6 +40,19 @@ def test_a_sweep_with_a_measured_config_passes_and_names_its_best() -> None:
     ]
 
 
+def test_configs_a_searching_strategy_left_out_and_re_measures_are_counted_by_config() -> None:
+    """adaptive writes no line for what it did not launch, and a line per launch of a config
+    it re-measured: the first line counts the plan's configs, the rest is "left out"."""
+    best = line("c1", "ok", 120.5)
+    result = outcome(best, line("c1", "ok", 119.5), line("c2", "ok", 80.0), line("c3", "pruned"), best=best)
+    result["summary"].update(planned_configs=6, strategy="adaptive")
+    done = sweep_summary(result)
+    assert done["lines"][:2] == [
+        "run r1: 6 configs, 3 launched, 3 measured ok, 0 failed, 4 not launched (simulated)",
+        "not launched: left out by adaptive 3, pruned 1",
+    ]
+
+
 def test_all_launches_failed_fails_with_the_classes() -> None:
     done = sweep_summary(
         outcome(line("c1", "crashed"), line("c2", "crashed"), line("c3", "oom"), line("c4", "duplicate"))
