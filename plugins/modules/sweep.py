@@ -108,7 +108,7 @@ options:
         by more than the noise (docs/benchmarks.md, "Search cost").
     type: str
     choices: [grid, coordinate, screen, adaptive]
-    default: grid
+    default: adaptive
   prior:
     description:
       - What earlier runs of the same matrix on the same hardware group measured, for
@@ -240,7 +240,11 @@ def main():
             node_lock=dict(type="path"),
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
-            strategy=dict(type="str", choices=list(results_contract.STRATEGIES), default="grid"),
+            strategy=dict(
+                type="str",
+                choices=list(results_contract.STRATEGIES),
+                default=results_contract.DEFAULT_STRATEGY,
+            ),
             prior=dict(
                 type="list",
                 elements="dict",
