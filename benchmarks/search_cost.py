@@ -60,14 +60,11 @@ from bwtune.standin.profile import Profile, load_profile
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "qwen35-397b-nvfp4-sm120.yml"
 STOP_S = 10.0  # assumption: SIGTERM, the server exits and the GPUs report their memory free
-# --caches warm (assumptions; the stand-in itself starts cold every time):
-# the ~250 GB checkpoint stays in the page cache of a host with more RAM than that, so every
-# launch after the first reads its weights at this fraction of weight_load_s; and with one
-# JIT/autotune cache directory in the env of every launch (FlashInfer, Triton, DeepGEMM), a
-# launch whose every axis value was built by an earlier launch spends this fraction of
-# graph_capture_s (capture only, no compile/autotune).
-PAGE_CACHE_FACTOR = 0.25
-JIT_CACHE_FACTOR = 1.0 / 3.0
+# --caches warm: the stand-in's model of the sweep's shared cache dir (startup_cache.py),
+# with its profile's fractions (assumptions, see the profile): the ~250 GB checkpoint stays in
+# the page cache of a host with more RAM than that, so every launch after the first reads its
+# weights at page_cache_load_fraction of weight_load_s; and a launch whose every axis value
+# an earlier launch built (JIT, autotune) spends cached_capture_fraction of graph_capture_s.
 REPETITION_CV = 0.005  # spread between repetitions inside one launch
 # Side by side: the sweep's strategies, plus auto_benchmark's first tier (one axis at a time).
 STRATEGIES = ("grid", "one-axis", "coordinate", "screen", "adaptive")
@@ -160,8 +157,10 @@ class SimulatedNode:
         if not self.warm_caches:
             return self.profile.weight_load_s + self.profile.graph_capture_s
         kernels = {(axis, repr(value)) for axis, value in self.points[config_id].items()}
-        weights = self.profile.weight_load_s * (PAGE_CACHE_FACTOR if self.launches > 1 else 1.0)
-        capture = self.profile.graph_capture_s * (JIT_CACHE_FACTOR if kernels <= self.built else 1.0)
+        page_cache = self.profile.page_cache_load_fraction if self.launches > 1 else 1.0
+        weights = self.profile.weight_load_s * page_cache
+        jit = self.profile.cached_capture_fraction if kernels <= self.built else 1.0
+        capture = self.profile.graph_capture_s * jit
         self.built |= kernels
         return weights + capture
 
@@ -272,7 +271,7 @@ def mission_plan() -> tuple[dict[str, Any], dict[str, Any]]:
 def unpruned_grid(grid: Outcome, profile: Profile, pruned: int, warm_caches: bool) -> Outcome:
     """The grid as tools without bwtune's rules run it: the pruned configs are launched too,
     load their weights and fail in CUDA graph capture (the stand-in's faults for them)."""
-    weights = profile.weight_load_s * (PAGE_CACHE_FACTOR if warm_caches else 1.0)
+    weights = profile.weight_load_s * (profile.page_cache_load_fraction if warm_caches else 1.0)
     seconds = grid.seconds + pruned * (STOP_S + weights + profile.graph_capture_s)
     return Outcome(
         **dict(
@@ -429,6 +428,38 @@ def second_table(rows: dict[str, list[tuple[Outcome, float]]]) -> str:
     return "\n".join(out)
 
 
+def _values(point: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(axis, repr(value)) for axis, value in point.items()}
+
+
+def jit_cold_launches(plan: dict[str, Any]) -> tuple[int, int]:
+    """`grid`'s JIT-cold launches (one with an axis value no earlier launch built) in plan
+    order, and in a cover-first order (greedily, the config that brings the most values not
+    built yet, then the rest in plan order): what ordering for warm caches could save."""
+    points = {c["id"]: c["point"] for c in plan["configs"]}
+    valid = [launch["config"] for launch in plan["launches"]]
+
+    def cold(order: list[str]) -> int:
+        built: set[tuple[str, str]] = set()
+        count = 0
+        for config_id in order:
+            count += not _values(points[config_id]) <= built
+            built |= _values(points[config_id])
+        return count
+
+    built: set[tuple[str, str]] = set()
+    cover: list[str] = []
+    rest = list(valid)
+    while rest:
+        pick = max(rest, key=lambda c: len(_values(points[c]) - built))
+        if not _values(points[pick]) - built:
+            break
+        cover.append(pick)
+        rest.remove(pick)
+        built |= _values(points[pick])
+    return cold(valid), cold(cover + rest)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--landscapes", type=int, default=50, help="randomized landscapes (default 50)")
@@ -439,7 +470,10 @@ def main(argv: list[str] | None = None) -> int:
         "--prior", action="store_true", help="also each landscape searched again after drift, with a prior"
     )
     parser.add_argument(
-        "--caches", choices=("cold", "warm"), default="cold", help="start-up model (see PAGE_CACHE_FACTOR)"
+        "--caches",
+        choices=("cold", "warm"),
+        default="cold",
+        help="start-up model: warm reads the profile's cache fractions (see SimulatedNode.startup_s)",
     )
     args = parser.parse_args(argv)
     if args.landscapes < 1:
@@ -457,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
         f"(profile {result['profile']}, {result['caches']} caches)"
     )
     print(table(result))
+    if args.caches == "warm":
+        plan_order, cover_first = jit_cold_launches(mission_plan()[1])
+        print(f"grid's JIT-cold launches: {plan_order} in plan order, {cover_first} cover-first")
     print()
     print(flat_table(names, warm_caches=args.caches == "warm"))
     print()
