@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+
 REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE = "regression", "improvement", "no change", "inconclusive"
 VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE)
 
@@ -420,16 +422,14 @@ class ConfigHistory:
 
 def objective_repetitions(record: Mapping[str, Any], objective: Mapping[str, Any]) -> list[float]:
     """One results line's repetition values of the objective (the report's dot plots use it)."""
-    block = (record.get("metrics") or {}).get(objective.get("workload")) or {}
-    metric = objective["metric"]
-    return [float(rep[metric]) for rep in block.get("repetitions") or [] if rep.get(metric) is not None]
+    return contract.metric_repetitions(record, objective)
 
 
 def metric_repetitions(record: Mapping[str, Any], workload: str, metric: str) -> list[float]:
     """A results line's per-repetition values of one metric: one launch's samples. A line
     without repetitions gives its summary value, when it has one."""
-    block = (record.get("metrics") or {}).get(workload) or {}
-    values = [float(rep[metric]) for rep in block.get("repetitions") or [] if rep.get(metric) is not None]
-    if not values and (block.get("values") or {}).get(metric) is not None:
-        values = [float(block["values"][metric])]
+    values = contract.metric_repetitions(record, {"workload": workload, "metric": metric})
+    summary = ((record.get("metrics") or {}).get(workload) or {}).get("values") or {}
+    if not values and summary.get(metric) is not None:
+        values = [float(summary[metric])]
     return values
