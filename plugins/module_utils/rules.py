@@ -50,6 +50,7 @@ MAMBA_STRATEGY_FLAGS = ("mamba-radix-cache-strategy", "mamba-scheduler-strategy"
 # docs/sglang-rules-evidence.md "Every release"): rules whose verdict moved name these.
 MAMBA_EXTRA_BUFFER_SINCE = "0.5.14"  # auto -> extra_buffer (the flag's new name came with it)
 MAMBA_NO_BUFFER_RADIX_KEPT_SINCE = "0.5.19"  # no_buffer + speculative keeps the radix cache
+TRTLLM_MHA_DECODE_OUTSIDE_SM100_SINCE = "0.5.10"  # trtllm_mha for decode only accepted on SM90/SM120
 TRTLLM_MHA_ANY_BLACKWELL_SINCE = "0.5.19"  # trtllm_mha prefill accepted outside SM100
 SM120_FP4_MOE_AUTO_SINCE = "0.5.13"  # SM120 + modelopt_fp4: MoE auto -> flashinfer_cutlass
 
@@ -362,15 +363,26 @@ def _flex_spec(f: dict[str, Any], ctx: Context) -> str | None:
 @rule(
     "trtllm-mha-prefill-sm100",
     "sglang",
-    "sglang 0.5.9 srt/server_args.py:1894-1900 (_handle_attention_backend_compatibility)",
+    "sglang 0.5.9 srt/server_args.py:1894-1900 (_handle_attention_backend_compatibility); "
+    "0.5.10 srt/server_args.py:2367-2376, 0.5.18 srt/server_args.py:6014-6019 (prefill only)",
     versions="<" + TRTLLM_MHA_ANY_BLACKWELL_SINCE,
     gpus=("sm120", "sm90"),
 )
 def _trtllm_mha_prefill_args(f: dict[str, Any], ctx: Context) -> str | None:
-    """Before 0.5.23, SGLang refuses trtllm_mha outside SM100 (attention, prefill or decode)."""
-    if "trtllm_mha" in (f.get(name) for name in ATTENTION_FLAGS):
+    """Before 0.5.19, SGLang refuses trtllm_mha outside SM100: any use to 0.5.9, prefill from 0.5.10."""
+    if not ctx.since(TRTLLM_MHA_DECODE_OUTSIDE_SM100_SINCE):
+        if "trtllm_mha" in (f.get(name) for name in ATTENTION_FLAGS):
+            return (
+                "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). "
+                "Please use a different backend."
+            )
+        return None
+    # 0.5.10-0.5.18 check the prefill backend (--prefill-attention-backend, else --attention-backend);
+    # trtllm_mha for decode passes on SM90 and SM120.
+    if ctx.attention_backends(f)[0] == "trtllm_mha":
         return (
-            "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend."
+            "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
+            "Please use a different prefill backend."
         )
     return None
 

@@ -88,8 +88,6 @@ PROBE_GAPS = {
     "nnodes-3": "0.5.9-0.5.23 assert tp_size divisible by nnodes; no rule (no matrix varies nnodes)",
     "kv-fp4": "0.5.9-0.5.15.post1 refuse an FP4 KV cache with flashinfer/fa3 attention (sm120, sm90); "
     "no rule",
-    "decode-trtllm_mha": "0.5.10-0.5.18 accept trtllm_mha for decode only outside SM100; "
-    "trtllm-mha-prefill-sm100 refuses it (it should refuse only prefill there)",
     "nextn-plain": "0.5.10-0.5.13.post1 refuse speculative + no_buffer with the radix cache on; "
     "mamba-no-buffer-radix-off turns the radix cache off instead",
     "nextn-extra_buffer+no-radix": "0.5.10-0.5.13.post1 refuse extra_buffer with --disable-radix-cache; "

@@ -174,3 +174,21 @@ def test_qwen35_is_refused_by_releases_before_0_5_9() -> None:
     assert rule_ids(rules.evaluate(flags, "sm120", "0.5.9", qwen35)) == []
     other = rules.ModelInfo("Qwen3NextForCausalLM", None)
     assert rule_ids(rules.evaluate(flags, "sm120", "0.5.8", other)) == []
+
+
+@pytest.mark.parametrize("gpu", ["sm120", "sm90"])
+def test_trtllm_mha_outside_sm100_is_refused_for_prefill_and_only_prefill_from_0_5_10(gpu: str) -> None:
+    decode_only = {**FP4, "prefill-attention-backend": "triton", "decode-attention-backend": "trtllm_mha"}
+    prefill = {**FP4, "prefill-attention-backend": "trtllm_mha", "decode-attention-backend": "triton"}
+    both = {**FP4, "attention-backend": "trtllm_mha"}
+    main_prefill_overridden = {**both, "prefill-attention-backend": "triton"}
+    refused = "trtllm-mha-prefill-sm100"
+    for flags in (decode_only, prefill, both, main_prefill_overridden):  # 0.5.9: any use refused
+        assert refused in rule_ids(evaluate(flags, gpu, "0.5.9", QWEN))
+    for version in ("0.5.10", "0.5.14", "0.5.18"):  # prefill only
+        assert refused not in rule_ids(evaluate(decode_only, gpu, version, QWEN))
+        assert refused not in rule_ids(evaluate(main_prefill_overridden, gpu, version, QWEN))
+        assert refused in rule_ids(evaluate(prefill, gpu, version, QWEN))
+        assert refused in rule_ids(evaluate(both, gpu, version, QWEN))
+    assert refused not in rule_ids(evaluate(both, gpu, "0.5.19", QWEN))
+    assert refused not in rule_ids(evaluate(both, "sm100", "0.5.14", QWEN))
