@@ -471,6 +471,23 @@ def _dp_attention(f: dict[str, Any], ctx: Context) -> str | None:
     return None
 
 
+@rule(
+    "nnodes-divides-tp-pp",
+    "sglang",
+    "sglang 0.5.7 srt/server_args.py:4535-4538, 0.5.9 srt/server_args.py:5131-5134, "
+    "0.5.16 srt/server_args.py:7576-7579, 0.5.23 srt/arg_groups/validation_hook.py:177-181 "
+    "(check_server_args; from 0.5.16 not with --elastic-ep-join-mode scale)",
+)
+def _nodes_divide_tp_pp(f: dict[str, Any], ctx: Context) -> str | None:
+    """SGLang asserts tp_size * pp_size divisible by nnodes (elastic EP scale-join aside)."""
+    tp, pp, nodes = ctx.value(f, "tp-size"), ctx.value(f, "pp-size"), ctx.value(f, "nnodes")
+    if f.get("elastic-ep-join-mode") == "scale":
+        return None
+    if all(isinstance(x, int) for x in (tp, pp, nodes)) and nodes and (tp * pp) % nodes:
+        return f"tp_size ({tp}) * pp_size ({pp}) must be divisible by the number of nodes ({nodes})"
+    return None
+
+
 # ---------------------------------------------------------------- the GPU fails them later
 
 

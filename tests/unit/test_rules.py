@@ -192,3 +192,14 @@ def test_trtllm_mha_outside_sm100_is_refused_for_prefill_and_only_prefill_from_0
         assert refused in rule_ids(evaluate(both, gpu, version, QWEN))
     assert refused not in rule_ids(evaluate(both, gpu, "0.5.19", QWEN))
     assert refused not in rule_ids(evaluate(both, "sm100", "0.5.14", QWEN))
+
+
+def test_tp_times_pp_must_divide_among_the_nodes_on_every_release() -> None:
+    rule = "nnodes-divides-tp-pp"
+    for version in ("0.5.9", "0.5.16", NEW):
+        assert rule in rule_ids(evaluate({**FP4, "nnodes": 3}, "sm120", version, QWEN))
+        assert rule not in rule_ids(evaluate({**FP4, "nnodes": 2}, "sm120", version, QWEN))
+        assert rule not in rule_ids(evaluate({**FP4, "nnodes": 3, "pp-size": 3}, "sm120", version, QWEN))
+        assert rule not in rule_ids(evaluate(FP4, "sm120", version, QWEN))  # one node by default
+    scale_join = {**FP4, "nnodes": 3, "elastic-ep-join-mode": "scale"}  # from 0.5.16: not checked
+    assert rule not in rule_ids(evaluate(scale_join, "sm120", NEW, QWEN))
