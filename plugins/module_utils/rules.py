@@ -44,6 +44,8 @@ SPEC_EAGLE_LIKE = frozenset({"EAGLE", "EAGLE3"})
 SM100_ONLY_MOE = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")
 SM100_ONLY_FP4_GEMM = ("flashinfer_trtllm", "flashinfer_cutedsl")
 ATTENTION_FLAGS = ("attention-backend", "prefill-attention-backend", "decode-attention-backend")
+KV4_MHA_ATTENTION = ("triton", "torch_native", "flex_attention", "trtllm_mha")  # fp4 KV, MHA model
+KV4_FA4_MHA_DECODE = ("triton", "torch_native", "flex_attention")  # fp4 KV, fa4 prefill, MHA model
 MAMBA_STRATEGY_FLAGS = ("mamba-radix-cache-strategy", "mamba-scheduler-strategy")
 
 # First release with a behaviour, measured against every release (differential suite,
@@ -52,6 +54,7 @@ MAMBA_EXTRA_BUFFER_SINCE = "0.5.14"  # auto -> extra_buffer (the flag's new name
 MAMBA_NO_BUFFER_RADIX_KEPT_SINCE = "0.5.19"  # no_buffer + speculative keeps the radix cache
 TRTLLM_MHA_DECODE_OUTSIDE_SM100_SINCE = "0.5.10"  # trtllm_mha for decode only accepted on SM90/SM120
 TRTLLM_MHA_ANY_BLACKWELL_SINCE = "0.5.19"  # trtllm_mha prefill accepted outside SM100
+KV4_E2M1_CHECK_UNTIL = "0.5.16"  # fp4_e2m1 KV cache checked against the attention backend before
 SM120_FP4_MOE_AUTO_SINCE = "0.5.13"  # SM120 + modelopt_fp4: MoE auto -> flashinfer_cutlass
 
 
@@ -417,6 +420,38 @@ def _trtllm_mha_topk(f: dict[str, Any], ctx: Context) -> str | None:
         and "trtllm_mha" in ctx.attention_backends(f)
     ):
         return "trtllm_mha backend only supports topk = 1 for speculative decoding"
+    return None
+
+
+@rule(
+    "kv4-mha-attention-backend",
+    "sglang",
+    "sglang 0.5.9 srt/server_args.py:1976-2052 (_handle_kv4_compatibility), 0.5.15.post1 "
+    "srt/server_args.py:4493-4560; from 0.5.16 the check is for nvfp4/fp4_mx_block16, not fp4_e2m1",
+    versions="<" + KV4_E2M1_CHECK_UNTIL,
+)
+def _kv4_mha_attention(f: dict[str, Any], ctx: Context) -> str | None:
+    """An fp4_e2m1 KV cache (MHA models) needs triton/torch_native/flex_attention/trtllm_mha attention."""
+    if f.get("kv-cache-dtype") != "fp4_e2m1" or not ctx.model.hybrid:
+        return None  # hybrid Qwen models are MHA; MLA models have another list (not modelled)
+    prefill_flag, decode_flag = f.get("prefill-attention-backend"), f.get("decode-attention-backend")
+    main = f.get("attention-backend")
+    if prefill_flag is not None and prefill_flag == decode_flag:
+        main = prefill_flag  # SGLang overrides the main backend with the common one
+    if main is None:  # SGLang's default (_get_default_attn_backend), Qwen3.5 has no attention sinks
+        if ctx.gpu == "sm100":
+            return None  # trtllm_mha, or triton for hybrid models: both allowed
+        topk_one = f.get("speculative-eagle-topk") in (None, 1)
+        main = "fa3" if ctx.gpu == "sm90" and topk_one else "flashinfer"
+    prefill, decode = prefill_flag or main, decode_flag or main
+    if prefill != decode and prefill != "fa4":
+        return None  # SGLang only warns
+    if prefill == "fa4":
+        if decode not in KV4_FA4_MHA_DECODE:
+            return f"KV4 FA4 MHA expects decode attention backend {list(KV4_FA4_MHA_DECODE)}, got {decode}"
+        return None
+    if main not in KV4_MHA_ATTENTION:
+        return f"KV4 MHA expects attention_backend to be one of {list(KV4_MHA_ATTENTION)}, but got {main}"
     return None
 
 

@@ -85,8 +85,6 @@ RULE_BY_ID = {r.id: r for r in rules.RULES}
 # message). Their disagreements are recorded as `known`, not failures; the last test fails
 # when a listed probe agrees everywhere (take it off the list).
 PROBE_GAPS = {
-    "kv-fp4": "0.5.9-0.5.15.post1 refuse an FP4 KV cache with flashinfer/fa3 attention (sm120, sm90); "
-    "no rule",
     "nextn-plain": "0.5.10-0.5.13.post1 refuse speculative + no_buffer with the radix cache on; "
     "mamba-no-buffer-radix-off turns the radix cache off instead",
     "nextn-extra_buffer+no-radix": "0.5.10-0.5.13.post1 refuse extra_buffer with --disable-radix-cache; "

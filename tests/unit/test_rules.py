@@ -203,3 +203,30 @@ def test_tp_times_pp_must_divide_among_the_nodes_on_every_release() -> None:
         assert rule not in rule_ids(evaluate(FP4, "sm120", version, QWEN))  # one node by default
     scale_join = {**FP4, "nnodes": 3, "elastic-ep-join-mode": "scale"}  # from 0.5.16: not checked
     assert rule not in rule_ids(evaluate(scale_join, "sm120", NEW, QWEN))
+
+
+def test_fp4_e2m1_kv_cache_needs_an_fp4_capable_attention_backend_before_0_5_16() -> None:
+    rule = "kv4-mha-attention-backend"
+    kv4 = {**FP4, "kv-cache-dtype": "fp4_e2m1"}
+
+    def refused(flags: dict[str, object], gpu: str, version: str = "0.5.12") -> bool:
+        return rule in rule_ids(evaluate(flags, gpu, version, QWEN))
+
+    assert refused(kv4, "sm120") and refused(kv4, "sm90")  # defaults: flashinfer, fa3
+    assert not refused(kv4, "sm100")  # default trtllm_mha (or triton for hybrid models)
+    assert refused({**kv4, "attention-backend": "flashinfer"}, "sm120", "0.5.9")
+    assert not refused({**kv4, "attention-backend": "triton"}, "sm120")
+    assert not refused({**kv4, "decode-attention-backend": "triton"}, "sm120")  # differ: a warning
+    both_flashinfer = {
+        **kv4,
+        "prefill-attention-backend": "flashinfer",
+        "decode-attention-backend": "flashinfer",
+    }
+    assert refused({**both_flashinfer, "attention-backend": "triton"}, "sm120")  # the common one wins
+    assert refused({**kv4, "attention-backend": "fa4"}, "sm100")  # fa4 prefill needs another decode
+    assert not refused(
+        {**kv4, "prefill-attention-backend": "fa4", "decode-attention-backend": "triton"}, "sm100"
+    )
+    assert not refused({**kv4, "kv-cache-dtype": "fp8_e4m3"}, "sm120")
+    assert not refused(kv4, "sm120", "0.5.16") and not refused(kv4, "sm90", NEW)
+    assert rule not in rule_ids(evaluate(kv4, "sm120", "0.5.12", rules.ModelInfo("LlamaForCausalLM", None)))
