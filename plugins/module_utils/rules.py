@@ -497,6 +497,21 @@ def _fi_trtllm_routed_moe(f: dict[str, Any], ctx: Context) -> str | None:
     return None
 
 
+@rule(
+    "mamba-extra-buffer-radix-off",
+    "sglang",
+    "sglang 0.5.10 srt/server_args.py:2165-2171, 0.5.13.post1 srt/server_args.py:2696-2702 "
+    "(_handle_mamba_radix_cache); not in 0.5.9 or from 0.5.14",
+    versions=">=0.5.10,<" + MAMBA_EXTRA_BUFFER_SINCE,
+)
+def _mamba_extra_buffer_radix_off(f: dict[str, Any], ctx: Context) -> str | None:
+    """0.5.10-0.5.13.post1 refuse mamba extra_buffer with --disable-radix-cache (hybrid models)."""
+    name = ctx.mamba_flag()
+    if ctx.model.hybrid and name and f.get("disable-radix-cache") and ctx.value(f, name) == "extra_buffer":
+        return "mamba extra_buffer is not compatible with --disable-radix-cache (use no_buffer instead)"
+    return None
+
+
 @rule("dp-attention-divides-tp", "sglang", "sglang srt/server_args.py _handle_data_parallelism")
 def _dp_attention(f: dict[str, Any], ctx: Context) -> str | None:
     """DP attention needs tp_size divisible by dp_size."""

@@ -230,3 +230,17 @@ def test_fp4_e2m1_kv_cache_needs_an_fp4_capable_attention_backend_before_0_5_16(
     assert not refused({**kv4, "kv-cache-dtype": "fp8_e4m3"}, "sm120")
     assert not refused(kv4, "sm120", "0.5.16") and not refused(kv4, "sm90", NEW)
     assert rule not in rule_ids(evaluate(kv4, "sm120", "0.5.12", rules.ModelInfo("LlamaForCausalLM", None)))
+
+
+def test_extra_buffer_with_the_radix_cache_off_is_refused_by_0_5_10_to_0_5_13() -> None:
+    rule = "mamba-extra-buffer-radix-off"
+    flags = {**FP4, "mamba-scheduler-strategy": "extra_buffer", "disable-radix-cache": True}
+    for version in ("0.5.10", "0.5.13.post1"):
+        assert rule in rule_ids(evaluate(flags, "sm120", version, QWEN))
+        assert rule not in rule_ids(evaluate({**flags, "disable-radix-cache": False}, "sm120", version, QWEN))
+        no_buffer = {**flags, "mamba-scheduler-strategy": "no_buffer"}
+        assert rule not in rule_ids(evaluate(no_buffer, "sm120", version, QWEN))
+        other = rules.ModelInfo("LlamaForCausalLM", None)
+        assert rule not in rule_ids(evaluate(flags, "sm120", version, other))
+    assert rule not in rule_ids(evaluate(flags, "sm120", "0.5.9", QWEN))
+    assert rule not in rule_ids(evaluate(flags, "sm120", "0.5.14", QWEN))
