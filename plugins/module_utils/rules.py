@@ -50,6 +50,7 @@ MAMBA_STRATEGY_FLAGS = ("mamba-radix-cache-strategy", "mamba-scheduler-strategy"
 
 # First release with a behaviour, measured against every release (differential suite,
 # docs/sglang-rules-evidence.md "Every release"): rules whose verdict moved name these.
+MAMBA_SPEC_NO_BUFFER_REFUSED_SINCE = "0.5.10"  # to 0.5.13.post1: no_buffer + speculative + radix refused
 MAMBA_EXTRA_BUFFER_SINCE = "0.5.14"  # auto -> extra_buffer (the flag's new name came with it)
 MAMBA_NO_BUFFER_RADIX_KEPT_SINCE = "0.5.19"  # no_buffer + speculative keeps the radix cache
 TRTLLM_MHA_DECODE_OUTSIDE_SM100_SINCE = "0.5.10"  # trtllm_mha for decode only accepted on SM90/SM120
@@ -279,6 +280,9 @@ def _mamba_no_buffer_radix_off(f: dict[str, Any], ctx: Context) -> str | None:
         or ctx.value(f, name) != "no_buffer"
     ):
         return None
+    refused = ctx.since(MAMBA_SPEC_NO_BUFFER_REFUSED_SINCE) and not ctx.since(MAMBA_EXTRA_BUFFER_SINCE)
+    if ctx.speculative(f) and refused:
+        return None  # mamba-no-buffer-speculative-radix refuses it instead
     if ctx.speculative(f) or f.get("attention-backend") == "trtllm_mha":
         f["disable-radix-cache"] = True
         return "changed"
@@ -509,6 +513,23 @@ def _mamba_extra_buffer_radix_off(f: dict[str, Any], ctx: Context) -> str | None
     name = ctx.mamba_flag()
     if ctx.model.hybrid and name and f.get("disable-radix-cache") and ctx.value(f, name) == "extra_buffer":
         return "mamba extra_buffer is not compatible with --disable-radix-cache (use no_buffer instead)"
+    return None
+
+
+@rule(
+    "mamba-no-buffer-speculative-radix",
+    "sglang",
+    "sglang 0.5.10 srt/server_args.py:2204-2209, 0.5.13.post1 srt/server_args.py:2754-2757 "
+    "(_handle_mamba_radix_cache); 0.5.9 and 0.5.14-0.5.18 turn the radix cache off instead",
+    versions=">=" + MAMBA_SPEC_NO_BUFFER_REFUSED_SINCE + ",<" + MAMBA_EXTRA_BUFFER_SINCE,
+)
+def _mamba_no_buffer_speculative_radix(f: dict[str, Any], ctx: Context) -> str | None:
+    """0.5.10-0.5.13.post1 refuse speculative decoding with mamba no_buffer and the radix cache on."""
+    name = ctx.mamba_flag()
+    if not ctx.model.hybrid or name is None or f.get("disable-radix-cache") or not ctx.speculative(f):
+        return None
+    if ctx.value(f, name) == "no_buffer":
+        return "speculative decoding with mamba no_buffer is not compatible with the radix cache"
     return None
 
 

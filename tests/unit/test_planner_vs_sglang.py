@@ -85,8 +85,6 @@ RULE_BY_ID = {r.id: r for r in rules.RULES}
 # message). Their disagreements are recorded as `known`, not failures; the last test fails
 # when a listed probe agrees everywhere (take it off the list).
 PROBE_GAPS = {
-    "nextn-plain": "0.5.10-0.5.13.post1 refuse speculative + no_buffer with the radix cache on; "
-    "mamba-no-buffer-radix-off turns the radix cache off instead",
     "nextn-extra_buffer-track-interval-small": "0.5.14-0.5.23 on sm100 assert mamba-track-interval >= "
     "draft tokens; no rule",
 }

@@ -244,3 +244,22 @@ def test_extra_buffer_with_the_radix_cache_off_is_refused_by_0_5_10_to_0_5_13() 
         assert rule not in rule_ids(evaluate(flags, "sm120", version, other))
     assert rule not in rule_ids(evaluate(flags, "sm120", "0.5.9", QWEN))
     assert rule not in rule_ids(evaluate(flags, "sm120", "0.5.14", QWEN))
+
+
+def test_speculative_no_buffer_with_the_radix_cache_on_is_refused_by_0_5_10_to_0_5_13() -> None:
+    rule = "mamba-no-buffer-speculative-radix"
+    flags = {**FP4, **MTP, "mamba-scheduler-strategy": "no_buffer"}
+    for version in ("0.5.10", "0.5.13.post1"):
+        result = evaluate(flags, "sm120", version, QWEN)
+        assert rule in rule_ids(result) and "disable-radix-cache" not in result.flags
+        assert rule not in rule_ids(evaluate({**flags, "disable-radix-cache": True}, "sm120", version, QWEN))
+        extra = {**flags, "mamba-scheduler-strategy": "extra_buffer"}
+        assert rule not in rule_ids(evaluate(extra, "sm120", version, QWEN))
+        trtllm = {**FP4, "mamba-scheduler-strategy": "no_buffer", "attention-backend": "trtllm_mha"}
+        assert (
+            evaluate(trtllm, "sm100", version, QWEN).flags["disable-radix-cache"] is True
+        )  # still an adjust
+    renamed = {**FP4, **MTP, "mamba-radix-cache-strategy": "no_buffer"}  # the flag's 0.5.14 name
+    for version, given in (("0.5.9", flags), ("0.5.14", renamed)):  # these turn the radix cache off
+        result = evaluate(given, "sm120", version, QWEN)
+        assert rule not in rule_ids(result) and result.flags["disable-radix-cache"] is True
