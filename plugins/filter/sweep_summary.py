@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 
 
@@ -14,10 +15,10 @@ def _counts(counts):
 
 
 def sweep_summary(outcome):
-    """{"lines": [...], "failed": "" or why the host fails: the sweep measured no config}."""
-    outcome = outcome or {}
-    results = [line for line in outcome.get("results") or [] if isinstance(line, dict)]
-    summary = outcome.get("summary") or {}
+    """{"lines": [...], "failed": "" or why the host fails: the sweep measured no config}.
+    The outcome's keys are module_utils/node_outcome's, read through its readers."""
+    results = [line for line in node_outcome.lines(outcome) if isinstance(line, dict)]
+    summary = node_outcome.summary_of(outcome)
     counts = contract.outcome_counts(results)
     failed, unlaunched = counts["failed"], dict(counts["not_launched"])
     launched = counts["ok"] + sum(failed.values())
@@ -44,7 +45,7 @@ def sweep_summary(outcome):
         lines.append("failed by class: %s" % _counts(failed))
     if unlaunched:
         lines.append("not launched: %s" % _counts(unlaunched))
-    best = outcome.get("best")
+    best = node_outcome.best(outcome)
     objective = summary.get("objective") or {}
     if isinstance(best, dict):
         value = contract.metric_value(best, objective)
@@ -61,7 +62,7 @@ def sweep_summary(outcome):
     if summary.get("results_path"):
         lines.append("results: %s" % summary["results_path"])
     why = ""
-    if counts["ok"] == 0 and not outcome.get("error"):
+    if counts["ok"] == 0 and not node_outcome.error(outcome):
         if failed:
             why = "no config was measured: all %d launches failed (%s); the log tails are in %s" % (
                 launched,

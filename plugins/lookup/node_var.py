@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 name: node_var
 short_description: A cross-role bwtune variable for this host, or its default
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Returns the value of each named cross-role variable (C(bwtune_stack_python),
     C(bwtune_nvidia_smi), C(bwtune_model_path), ...) as the host's variables give it, or the

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 name: sweep_matrix
 short_description: Read a sweep matrix file on the controller, as C(bwtune sweep -m) does
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Finds the matrix file as C(bwtune sweep -m FILE) does, reads it (YAML or JSON) and
     returns the matrix with a relative C(model.path) made absolute.

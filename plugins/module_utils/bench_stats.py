@@ -12,8 +12,9 @@ Over repetitions: mean, coefficient of variation and a 95% Student-t confidence 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 # One definition of a results line's ci95 and cv (exact Student-t quantiles).
 from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import mean_ci95

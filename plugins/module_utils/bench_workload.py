@@ -15,6 +15,11 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import Slo
+from ansible_collections.bwtune.sglang.plugins.module_utils.capacity_search import (
+    MIN_ROUND_REQUESTS,
+    CapacitySpec,
+    CapacitySpecError,
+)
 
 APIS = ("generate", "completions")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
@@ -64,7 +69,10 @@ def _is_number(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class Workload:
-    """One benchmark workload. concurrency=None with request_rate=None sends all at once."""
+    """One benchmark workload. concurrency=None with request_rate=None sends all at once.
+
+    With `capacity` set it is a capacity search (capacity_search): rounds of num_prompts
+    requests at Poisson rates chosen by the search, request_rate unused once it started."""
 
     name: str = "default"
     input_len: int = 1024
@@ -78,6 +86,7 @@ class Workload:
     api: str = "generate"
     stream: bool = True
     slo: Slo | None = None
+    capacity: CapacitySpec | None = None
 
     def __post_init__(self) -> None:
         def bad(key: str, reason: str) -> WorkloadError:
@@ -110,6 +119,12 @@ class Workload:
         if self.slo is not None:
             for key in SLO_KEYS:
                 _check_slo(self.name, ("slo", key), getattr(self.slo, key))
+        if self.capacity is not None and self.num_prompts < MIN_ROUND_REQUESTS:
+            raise bad(
+                "num_prompts",
+                f"must be at least {MIN_ROUND_REQUESTS} in a capacity search (requests per round:"
+                " a p99 of fewer is the slowest request)",
+            )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], name: str | None = None) -> Workload:
@@ -145,16 +160,29 @@ class Workload:
                 slo_d[key] = _check_slo(wname, (f"slo_{key}",), d.pop(f"slo_{key}"))
         for key in PLANNER_ONLY_KEYS:
             d.pop(key, None)
+        capacity = None
+        if d.get("capacity") is not None:
+            rate = d.get("request_rate")
+            try:
+                capacity = CapacitySpec.from_dict(d.pop("capacity"), rate if _is_number(rate) else None)
+            except CapacitySpecError as err:
+                raise WorkloadError(wname, ("capacity", *err.key), str(err)) from None
+            # Open loop (Poisson arrivals, no cap on requests in flight), 100 requests a round.
+            d.setdefault("concurrency", None)
+            d.setdefault("num_prompts", MIN_ROUND_REQUESTS)
+        d.pop("capacity", None)
         if "num_prompts" not in d:
             d["num_prompts"] = d.get("concurrency", 1) or OPEN_LOOP_PROMPTS
         slo = Slo(**slo_d) if slo_d else None
-        return cls(name=wname, slo=slo, **d)
+        return cls(name=wname, slo=slo, capacity=capacity, **d)
 
     def to_dict(self) -> dict[str, Any]:
         """Every key, so from_dict(to_dict()) is the same workload whatever the defaults."""
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "slo"}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("slo", "capacity")}
         if self.slo is not None:
             d["slo"] = {k: v for k, v in vars(self.slo).items() if v is not None}
+        if self.capacity is not None:
+            d["capacity"] = self.capacity.to_dict()
         return d
 
 

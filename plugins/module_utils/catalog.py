@@ -290,19 +290,16 @@ def _spec_from_table(name: str, raw: dict[str, Any]) -> FlagSpec:
 
 
 _TABLES: dict[str, FlagTable] = {}
-_RAW: dict[str, dict[str, Any]] = {}
 
 
 def raw_tables() -> dict[str, dict[str, Any]]:
-    """Every release's table in full ({release: {"source", "flags"}}), expanded once from the
-    compact storage in sglang_flags.py (a base table plus per-release differences)."""
-    if not _RAW:
-        from ansible_collections.bwtune.sglang.plugins.module_utils import flag_table_codec, sglang_flags
+    """Every release's table in full ({release: {"source", "flags"}}): sglang_flags.FLAG_TABLES,
+    expanded once from its compact storage (a base table plus per-release differences)."""
+    # 10,000 generated lines: read when a table is first asked for, not at import.
+    from ansible_collections.bwtune.sglang.plugins.module_utils import sglang_flags
 
-        _RAW.update(
-            flag_table_codec.expand(sglang_flags.BASE_RELEASE, sglang_flags.BASE_FLAGS, sglang_flags.RELEASES)
-        )
-    return _RAW
+    tables: dict[str, dict[str, Any]] = sglang_flags.FLAG_TABLES
+    return tables
 
 
 def supported_versions() -> tuple[str, ...]:
@@ -356,10 +353,3 @@ def get_table(version: str) -> FlagTable:
         flags = {name: _spec_from_table(name, spec) for name, spec in raw["flags"].items()}
         table = _TABLES[version] = FlagTable(version, str(raw.get("source", "")), flags)
     return table
-
-
-def __getattr__(name: str) -> Any:
-    # SUPPORTED_VERSIONS reads the generated tables on first use, not at import.
-    if name == "SUPPORTED_VERSIONS":
-        return supported_versions()
-    raise AttributeError(name)

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 MANIFEST = ".bwtune-checkpoint.json"
 MANIFEST_SCHEMA = 1
@@ -65,9 +65,7 @@ class FetchError(RuntimeError):
     """A fetch that cannot go on; the message says what and where."""
 
 
-def hub_call(
-    python: str, request: Dict[str, Any], env: Dict[str, str], timeout: Optional[float] = None
-) -> Dict:
+def hub_call(python: str, request: dict[str, Any], env: dict[str, str], timeout: float | None = None) -> dict:
     """Run HUB_SCRIPT under `python`; its JSON answer, or FetchError with the error's last lines."""
     try:
         done = subprocess.run(
@@ -93,7 +91,7 @@ def hub_call(
 # -- the manifest
 
 
-def read_manifest(directory: str) -> Optional[Dict[str, Any]]:
+def read_manifest(directory: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(directory, MANIFEST), encoding="utf-8") as fh:
             data = json.load(fh)
@@ -102,7 +100,7 @@ def read_manifest(directory: str) -> Optional[Dict[str, Any]]:
     return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else None
 
 
-def write_manifest(directory: str, manifest: Dict[str, Any]) -> None:
+def write_manifest(directory: str, manifest: dict[str, Any]) -> None:
     tmp = os.path.join(directory, MANIFEST + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(manifest, fh, indent=1, sort_keys=True)
@@ -111,7 +109,7 @@ def write_manifest(directory: str, manifest: Dict[str, Any]) -> None:
     os.replace(tmp, os.path.join(directory, MANIFEST))
 
 
-def stamp(path: str) -> Optional[Dict[str, int]]:
+def stamp(path: str) -> dict[str, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -130,7 +128,7 @@ def sha256_of(path: str) -> str:
 
 
 def is_verified(
-    directory: str, files: Dict[str, Dict[str, Any]], verified: Dict[str, Dict[str, int]]
+    directory: str, files: dict[str, dict[str, Any]], verified: dict[str, dict[str, int]]
 ) -> bool:
     """Every file there with its size, and each hashed file unchanged since it was verified."""
     if not files:
@@ -145,16 +143,16 @@ def is_verified(
 
 
 def check_files(
-    directory: str, files: Dict[str, Dict[str, Any]], verified: Dict[str, Dict[str, int]], workers: int = 4
-) -> Tuple[List[str], Dict[str, Dict[str, int]], List[str]]:
+    directory: str, files: dict[str, dict[str, Any]], verified: dict[str, dict[str, int]], workers: int = 4
+) -> tuple[list[str], dict[str, dict[str, int]], list[str]]:
     """(problems naming each file, the verified stamps now, files hashed this time).
 
     A file is hashed only when the source gives a sha256 and its (size, mtime) differs from
     the stamp recorded when it was last verified.
     """
-    problems: List[str] = []
-    to_hash: List[str] = []
-    now: Dict[str, Dict[str, int]] = {}
+    problems: list[str] = []
+    to_hash: list[str] = []
+    now: dict[str, dict[str, int]] = {}
     for name in sorted(files):
         want = files[name]
         st = stamp(os.path.join(directory, name))
@@ -197,7 +195,7 @@ def existing_parent(path: str) -> str:
     return path
 
 
-def bytes_to_fetch(directory: str, files: Dict[str, Dict[str, Any]]) -> int:
+def bytes_to_fetch(directory: str, files: dict[str, dict[str, Any]]) -> int:
     """What is still missing: each file's size less what is there already (partial downloads count)."""
     need = 0
     for name, want in files.items():
@@ -208,7 +206,7 @@ def bytes_to_fetch(directory: str, files: Dict[str, Dict[str, Any]]) -> int:
     return need
 
 
-def check_free_disk(directory: str, need: int, headroom: int) -> Dict[str, Any]:
+def check_free_disk(directory: str, need: int, headroom: int) -> dict[str, Any]:
     """{"need", "headroom", "free", "on"}; FetchError with the numbers when it does not fit."""
     on = existing_parent(directory)
     free = shutil.disk_usage(on).free
@@ -228,7 +226,7 @@ def gb(n: int) -> str:
 # -- mirror
 
 
-def mirror_argv(source: str, dest: str, rsync: str = "rsync") -> List[str]:
+def mirror_argv(source: str, dest: str, rsync: str = "rsync") -> list[str]:
     """rsync from a mirror (`host:/path`, `rsync://host/module/path` or a local path), resumable."""
     return [
         rsync,
@@ -242,7 +240,7 @@ def mirror_argv(source: str, dest: str, rsync: str = "rsync") -> List[str]:
     ]
 
 
-def mirror_manifest(source: str, rsync: str = "rsync") -> Optional[Dict[str, Any]]:
+def mirror_manifest(source: str, rsync: str = "rsync") -> dict[str, Any] | None:
     """The mirror's own manifest (sizes and sha256 of what it holds), when it has one."""
     if os.path.isdir(source):
         return read_manifest(source)
@@ -256,8 +254,8 @@ def mirror_manifest(source: str, rsync: str = "rsync") -> Optional[Dict[str, Any
 
 
 def copy_tree(
-    source: str, dest: str, files: Dict[str, Dict[str, Any]], block: int = _HASH_BLOCK
-) -> List[str]:
+    source: str, dest: str, files: dict[str, dict[str, Any]], block: int = _HASH_BLOCK
+) -> list[str]:
     """Copy `files` from a mirror directory on this node (an NFS mount, say) without rsync.
 
     A file already there with the source's size and mtime is skipped; a shorter one is
@@ -288,9 +286,9 @@ def copy_tree(
     return copied
 
 
-def local_listing(directory: str) -> Dict[str, Dict[str, Any]]:
+def local_listing(directory: str) -> dict[str, dict[str, Any]]:
     """{relative path: {"size"}} of a directory (a mirror on this node)."""
-    out: Dict[str, Dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for root, dirs, names in os.walk(directory):
         dirs[:] = [d for d in dirs if d != ".cache"]
         for name in names:

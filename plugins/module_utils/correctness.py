@@ -15,8 +15,9 @@ import asyncio
 import difflib
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import BenchClient
 from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import (
@@ -37,13 +38,13 @@ _THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 class GateResult:
     passed: bool
     message: str
-    outputs: List[Dict[str, Any]] = field(default_factory=list)  # [{"name", "output", "problem"}]
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "output", "problem"}]
     # time.monotonic() when the first answer with text arrived: the launch's first token, late
     # by at most the decode of that prompt's max_new_tokens (16-24); None when none answered.
-    first_answer_at: Optional[float] = None
+    first_answer_at: float | None = None
 
 
-def repeated_unit(text: str, min_repeats: int = 6) -> Optional[str]:
+def repeated_unit(text: str, min_repeats: int = 6) -> str | None:
     """The unit if `text` is one short unit (a token's worth: 1-12 chars) repeated, else None."""
     s = text.strip()
     if len(s) < min_repeats:
@@ -60,7 +61,7 @@ def repeated_unit(text: str, min_repeats: int = 6) -> Optional[str]:
     return None
 
 
-def problem_with(prompt: CorrectnessPrompt, output: Optional[str], error: str) -> Optional[str]:
+def problem_with(prompt: CorrectnessPrompt, output: str | None, error: str) -> str | None:
     """Why an answer is garbage, or None when it is correct."""
     if error:
         if _NAN_ERROR.search(error):
@@ -88,15 +89,15 @@ def similarity(a: str, b: str) -> float:
 
 def check_outputs(
     prompts: Sequence[CorrectnessPrompt],
-    outputs: Sequence[Optional[str]],
+    outputs: Sequence[str | None],
     errors: Sequence[str],
-    reference: Optional[Sequence[Dict[str, Any]]] = None,
+    reference: Sequence[dict[str, Any]] | None = None,
     min_similarity: float = MIN_REFERENCE_SIMILARITY,
 ) -> GateResult:
     """Judge a config's answers; `reference` is a passing config's GateResult.outputs."""
     ref = {r["name"]: r.get("output") or "" for r in reference or []}
-    rows: List[Dict[str, Any]] = []
-    problems: List[str] = []
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
     for p, out, err in zip(prompts, outputs, errors, strict=True):
         problem = problem_with(p, out, err)
         if problem is None and p.name in ref:
@@ -117,7 +118,7 @@ def check_outputs(
     return GateResult(True, f"{len(prompts)} prompts answered correctly", rows)
 
 
-async def _ask(client: BenchClient, p: CorrectnessPrompt, timeout_s: float) -> tuple[Optional[str], str]:
+async def _ask(client: BenchClient, p: CorrectnessPrompt, timeout_s: float) -> tuple[str | None, str]:
     """(output, error) for one prompt: completion prompts through /generate, chat prompts
     through /v1/chat/completions with thinking off (the answer must fit in a few tokens)."""
     try:
@@ -148,12 +149,12 @@ async def _ask(client: BenchClient, p: CorrectnessPrompt, timeout_s: float) -> t
 async def gate(
     client: BenchClient,
     prompts: Sequence[CorrectnessPrompt] = PROMPTS,
-    reference: Optional[Sequence[Dict[str, Any]]] = None,
+    reference: Sequence[dict[str, Any]] | None = None,
     timeout_s: float = 120.0,
 ) -> GateResult:
-    arrivals: List[float] = []
+    arrivals: list[float] = []
 
-    async def timed(p: CorrectnessPrompt) -> tuple[Optional[str], str]:
+    async def timed(p: CorrectnessPrompt) -> tuple[str | None, str]:
         answer = await _ask(client, p, timeout_s)
         if answer[0] is not None:
             arrivals.append(time.monotonic())
@@ -169,8 +170,8 @@ def run_gate(
     host: str,
     port: int,
     *,
-    reference: Optional[Sequence[Dict[str, Any]]] = None,
-    api_key: Optional[str] = None,
+    reference: Sequence[dict[str, Any]] | None = None,
+    api_key: str | None = None,
     prompts: Sequence[CorrectnessPrompt] = PROMPTS,
     timeout_s: float = 120.0,
 ) -> GateResult:
@@ -202,7 +203,7 @@ MAX_GARBAGE_SHARE = 0.25
 MAX_DISAGREEING_SHARE = 0.5
 
 
-def sample_problem(sample: Dict[str, Any], reference_text: Optional[str]) -> Optional[str]:
+def sample_problem(sample: dict[str, Any], reference_text: str | None) -> str | None:
     """Why one sampled request's output is garbage (or far from the reference), or None."""
     error = str(sample.get("error") or "")
     if not sample.get("ok"):
@@ -227,20 +228,20 @@ class OutputAudit:
     config whose samples of that request passed)."""
 
     min_similarity: float = MIN_REFERENCE_SIMILARITY
-    reference: Dict[tuple, str] = field(default_factory=dict)  # (workload, rep, index) -> text
+    reference: dict[tuple, str] = field(default_factory=dict)  # (workload, rep, index) -> text
 
     @staticmethod
-    def _key(sample: Dict[str, Any]) -> tuple:
+    def _key(sample: dict[str, Any]) -> tuple:
         return sample.get("workload"), sample.get("rep"), sample.get("index")
 
-    def check(self, samples: Sequence[Dict[str, Any]]) -> Optional[str]:
+    def check(self, samples: Sequence[dict[str, Any]]) -> str | None:
         """A wrong-output message for these samples (one workload of one config), or None.
         A config that passes adds its outputs to the reference for requests without one."""
         if not samples:
             return None
-        nan: List[str] = []
-        garbage: List[str] = []
-        far: List[str] = []
+        nan: list[str] = []
+        garbage: list[str] = []
+        far: list[str] = []
         compared = 0
         for s in samples:
             ref = self.reference.get(self._key(s))

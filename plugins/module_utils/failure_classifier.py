@@ -29,8 +29,8 @@ from (tests/fixtures/failure_logs/).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import (
     CRASHED,
@@ -69,7 +69,14 @@ _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation"
     r"|Not enough memory\. Please try to increase --mem-fraction-static"
     r"|Not enough memory to allocate KV cache|out of memory \(OOM\)|CUBLAS_STATUS_ALLOC_FAILED"
-    r"|leave no GPU memory for the KV cache",
+    r"|leave no GPU memory for the KV cache"
+    # Accelerators' own allocators (Ascend torch_npu, ROCm HIP, the CUDA driver) and
+    # SGLang's KV-pool allocator ("Decode out of memory. Try to lower your batch size.").
+    r"|\b(?:NPU|HIP|XPU) out of memory|hipErrorOutOfMemory|CUDA driver error: out of memory"
+    r"|\b(?:Decode|Prefill|Extend) out of memory"
+    # Memory exhaustion reported indirectly: the KV-cache token budget profiled after the
+    # weights were loaded is negative ("... larger than the profiled value -561981").
+    r"|profiled value -\d+|max_total_num_tokens=-\d+",
     re.I,
 )
 _HARDWARE = re.compile(
@@ -80,16 +87,34 @@ _HARDWARE = re.compile(
     r"|SM ?\d+|sm_?\d+|compute capability)"
     r"|\bonly\b[^.]*\bsupported (?:on|for)\b[^.]*"
     r"(?:Blackwell|Hopper|Ampere|GPUs?|devices?|architectures?|SM ?\d+|sm_?\d+)"
-    r"|\bOnly SM ?[\d.x]+"
+    r"|\bOnly SM ?[\d.x]+|\bonly supports? (?:SM|sm_?|compute capability) ?[\d.]+"
     r"|(?:does not|doesn't|do not|cannot) (?:support|run)\b[^.]*\b(?:capability|SM ?\d+|sm_?\d+)"
     r"|\bSM ?1\d{2}[ -]only|\bsm_?1\d{2}[ -]only"
     r"|requires? (?:an? )?(?:SM ?\d+|sm_?\d+|compute capability|Hopper|Blackwell)"
     r"|Minimum capability: ?\d+|Min capability: ?\d+"
     r"|unsupported (?:GPU|compute capability|SM)\b"
     r"|out of resource: shared memory"
-    r"|builds? them for SM ?\d+",
+    r"|builds? them for SM ?\d+"
+    # The JIT toolchain refuses this GPU's architecture: ptxas/nvcc (through Triton,
+    # FlashInfer's JIT or sgl-kernel), CUTLASS's arch-conditional instructions, Triton's
+    # fp8 types, and a kernel launch with no code for this device.
+    r"|ptxas fatal\s*:\s*Value '(?:sm|compute)_\w+' is not defined"
+    r"|nvcc fatal\s*:\s*Unsupported gpu architecture"
+    r"|error\s*:\s*Feature '[^']+' (?:not supported on|requires) \.t"
+    r"|Arch conditional MMA instruction used without targeting appropriate compute capability"
+    r"|(?:CUDA|HIP) error: invalid device function|hipErrorInvalidDeviceFunction"
+    r"|hipErrorNoBinaryForGpu|not supported (?:on|in) (?:CUDA arch|this architecture)",
     re.I,
 )
+# The checkpoint's model architecture is not implemented by the installed SGLang: no flag
+# makes it start (crashed), and "Unsupported architectures: XForCausalLM" is no GPU refusal.
+_UNSUPPORTED_MODEL = re.compile(
+    r"Model architectures? \[[^]]*\] (?:are|is) not supported|Unsupported architectures?: \w+For\w+"
+)
+# Triton's per-architecture code generation (make_ttgir/make_llir/make_ptx/make_cubin): an
+# exception raised there means this GPU's target could not be compiled for.
+_OUT_OF_RESOURCES = re.compile(r"^(?:[A-Za-z_]\w*\.)*OutOfResources(?::|$)")
+_TRITON_CODEGEN_FRAME = re.compile(r"(?:/|^)triton/backends/(?:nvidia|amd)/compiler\.py")
 # The software stack itself is broken: no config of it can start.
 _BROKEN_STACK = re.compile(
     r"undefined symbol|cannot open shared object file|Could not load any common_ops library"
@@ -133,9 +158,9 @@ class Failure:
 
     failure_class: str
     message: str
-    evidence: List[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
 
-    def as_tuple(self) -> Tuple[str, str]:
+    def as_tuple(self) -> tuple[str, str]:
         return self.failure_class, self.message
 
 
@@ -143,7 +168,7 @@ class Failure:
 class _Exception:
     name: str  # the class name, without its module ("OutOfMemoryError")
     line: str  # the exception line as printed (prefixes stripped)
-    frames: List[str]  # file paths of the traceback that raised it, outermost first
+    frames: list[str]  # file paths of the traceback that raised it, outermost first
 
 
 def _clean(line: str) -> str:
@@ -156,10 +181,10 @@ def _clean(line: str) -> str:
     return s.strip()
 
 
-def _exceptions(lines: Sequence[str]) -> List[_Exception]:
+def _exceptions(lines: Sequence[str]) -> list[_Exception]:
     """Every exception line, each with the frames printed since the previous one."""
-    found: List[_Exception] = []
-    frames: List[str] = []
+    found: list[_Exception] = []
+    frames: list[str] = []
     for s in lines:
         m = _FRAME.match(s)
         if m:
@@ -183,7 +208,7 @@ def _short(line: str) -> str:
     return line.strip()[:MESSAGE_MAX]
 
 
-def _phase(frames: Sequence[str]) -> Optional[str]:
+def _phase(frames: Sequence[str]) -> str | None:
     """invalid-args when the exception was raised by argument processing, crashed when the
     traceback reached code that runs only after the arguments were accepted, None when the
     frames say neither. The innermost SGLang frame is where SGLang raised it (an exception
@@ -201,7 +226,7 @@ def _phase(frames: Sequence[str]) -> Optional[str]:
     return None
 
 
-def _first_match(pattern: "re.Pattern[str]", lines: Sequence[str], skip: "re.Pattern[str]") -> Optional[str]:
+def _first_match(pattern: re.Pattern[str], lines: Sequence[str], skip: re.Pattern[str]) -> str | None:
     for s in reversed(lines):
         if pattern.search(s) and not skip.search(s):
             return s
@@ -212,12 +237,13 @@ def _first_match(pattern: "re.Pattern[str]", lines: Sequence[str], skip: "re.Pat
 # it is advice, not evidence of an OOM.
 _ADVICE = re.compile(r"^\d+\.\s|^Possible solutions|set --mem-fraction-static to a smaller value")
 _NOTHING = re.compile(r"(?!x)x")
+_MODEL_OR_ADVICE = re.compile(_ADVICE.pattern + "|" + _UNSUPPORTED_MODEL.pattern)
 # SGLang logs optional model modules it could not import and goes on: not a broken stack.
 _IGNORED_IMPORT = re.compile(r"Ignore import error")
 _ERRORISH = re.compile(r"error|exception|fail|abort|killed", re.I)
 
 
-def classify(lines: Sequence[str], *, exited: bool, returncode: Optional[int]) -> Failure:
+def classify(lines: Sequence[str], *, exited: bool, returncode: int | None) -> Failure:
     """Classify a server that did not become healthy from its log tail (see the module doc)."""
     clean = [_clean(raw) for raw in lines]
     clean = [s for s in clean if s]
@@ -226,11 +252,27 @@ def classify(lines: Sequence[str], *, exited: bool, returncode: Optional[int]) -
     oom = _first_match(_OOM, clean, _ADVICE)
     if oom is not None:
         return Failure(OOM, _short(oom), ["out-of-memory phrase"])
-    hardware = _first_match(_HARDWARE, clean, _ADVICE)
+    model = _first_match(_UNSUPPORTED_MODEL, clean, _NOTHING)
+    hardware = _first_match(_HARDWARE, clean, _ADVICE if model is None else _MODEL_OR_ADVICE)
     if hardware is not None:
         return Failure(UNSUPPORTED_HARDWARE, _short(hardware), ["unsupported-hardware phrase"])
+    # Triton's OutOfResources: the kernel needs more shared memory or registers than this GPU
+    # has, whatever the (possibly cut) message says.
+    resources = _first_match(_OUT_OF_RESOURCES, clean, _NOTHING)
+    if resources is not None:
+        return Failure(UNSUPPORTED_HARDWARE, _short(resources), ["Triton: out of a hardware resource"])
+    codegen = next(
+        (e for e in reversed(excs) if e.frames and _TRITON_CODEGEN_FRAME.search(e.frames[-1])), None
+    )
+    if codegen is not None:
+        shown = codegen.line or f"traceback through {codegen.frames[-1]}"
+        return Failure(
+            UNSUPPORTED_HARDWARE, _short(shown), ["raised by Triton's code generation for this GPU"]
+        )
     if not exited:
         return Failure(STARTUP_TIMEOUT, _last_line(clean), ["still running"])
+    if model is not None:
+        return Failure(CRASHED, _short(model), ["model architecture not implemented by this SGLang"])
 
     broken = _first_match(_BROKEN_STACK, clean, _IGNORED_IMPORT)
     if broken is not None:
@@ -273,6 +315,6 @@ def _last_line(lines: Sequence[str]) -> str:
     return ""
 
 
-def classify_failure(lines: Sequence[str], *, exited: bool, returncode: Optional[int]) -> Tuple[str, str]:
+def classify_failure(lines: Sequence[str], *, exited: bool, returncode: int | None) -> tuple[str, str]:
     """(failure class, the log line that shows it): the sweep's and the server role's call."""
     return classify(lines, exited=exited, returncode=returncode).as_tuple()

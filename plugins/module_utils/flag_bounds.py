@@ -11,7 +11,7 @@ int fit in 32 bits, and the flags below stay in the range that means something.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 INT_LIMIT = 2**31 - 1
 
@@ -20,7 +20,7 @@ _PARALLEL = (1, 1024, "a parallel size")
 _BATCH = (1, 65536, "a batch or request count")
 _TOKENS = (1, INT_LIMIT, "a token count")
 _FRACTION = (0.0, 1.0, "a fraction")
-BOUNDS: Dict[str, Tuple[float, Optional[float], str]] = {
+BOUNDS: dict[str, tuple[float, float | None, str]] = {
     **{
         flag: _PARALLEL
         for flag in (
@@ -70,7 +70,7 @@ BOUNDS: Dict[str, Tuple[float, Optional[float], str]] = {
 _OPEN_BELOW = {flag for flag, bound in BOUNDS.items() if bound is _FRACTION} | {"schedule-conservativeness"}
 
 
-def problem(flag: str, value: Any) -> Optional[str]:
+def problem(flag: str, value: Any) -> str | None:
     """Why `value` (coerced) is no value for `--flag`, or None when it is fine."""
     if isinstance(value, (list, tuple)):
         for item in value:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
@@ -85,8 +85,8 @@ def load(text: str, source: str = "<matrix>") -> Any:
 
 
 def _json_object(source: str) -> Any:
-    def build(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
-        out: Dict[str, Any] = {}
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
                 raise MatrixTextError("%s: key %r is given twice in one JSON object" % (source, key))
@@ -96,7 +96,7 @@ def _json_object(source: str) -> Any:
     return build
 
 
-def load_yaml(text: str, source: str = "<matrix>") -> Tuple[Any, Any]:
+def load_yaml(text: str, source: str = "<matrix>") -> tuple[Any, Any]:
     """(data, the composed YAML node) of matrix YAML text, checked before it is constructed."""
     try:
         import yaml  # PyYAML is optional on nodes; JSON always works.
@@ -130,7 +130,7 @@ def _check(root: Any, source: str, loader: Any) -> None:
     import yaml
 
     max_nodes = limit(NODES_ENV, MAX_NODES)
-    sizes: Dict[int, int] = {}  # id(node) -> its expanded size: an alias costs its size again
+    sizes: dict[int, int] = {}  # id(node) -> its expanded size: an alias costs its size again
     active: set = set()
 
     def size(node: Any, depth: int) -> int:
@@ -171,13 +171,13 @@ def _bound(total: int, max_nodes: int, source: str, line: int) -> None:
 def _no_duplicate_keys(node: Any, source: str, loader: Any) -> None:
     import yaml
 
-    first: Dict[Any, int] = {}
+    first: dict[Any, int] = {}
     for key_node, _value in node.value:
         if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
             continue
         key = loader.construct_object(key_node, deep=True)
         try:
-            seen: Optional[int] = first.get(key)
+            seen: int | None = first.get(key)
         except TypeError:
             continue
         line = key_node.start_mark.line + 1

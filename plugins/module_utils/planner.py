@@ -33,13 +33,15 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.versions import rele
 VALID, PRUNED, DUPLICATE = "valid", "pruned", "duplicate"
 
 
-def config_id(flags: dict[str, Any], model_path: str, point: dict[str, Any] | None = None) -> str:
-    """`c` + 10 hex digits of a hash of the normalized flags and the model; key order does not matter.
+def config_id(flags: dict[str, Any], point: dict[str, Any] | None = None) -> str:
+    """`c` + 10 hex digits of a hash of the normalized flags; key order does not matter.
 
+    The model's path is not part of it: the same flags have the same id wherever the
+    checkpoint lies (the argv, which starts with `--model-path`, says where it was).
     `point` is mixed in only to tell apart configs that normalize alike (a duplicate, or two
     pruned configs), so every config of a plan has its own id.
     """
-    identity: dict[str, Any] = {"model-path": model_path, **flags}
+    identity: dict[str, Any] = dict(flags)
     if point is not None:
         identity = {"flags": identity, "point": point}
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
@@ -188,9 +190,9 @@ def plan(
     taken: set[str] = set()
     for point, requested in m.points():
         result = evaluate(requested, m.gpu, m.sglang_version, model, coerced=True, table=table)
-        cid = config_id(result.flags, m.model_path)
+        cid = config_id(result.flags)
         argv = launch_argv(m.model_path, requested, table)
-        own_id = cid if cid not in taken else config_id(result.flags, m.model_path, point)
+        own_id = cid if cid not in taken else config_id(result.flags, point)
         taken.add(own_id)
         if result.reasons:
             configs.append(Config(own_id, point, result.flags, argv, PRUNED, result.reasons))

@@ -109,13 +109,59 @@ def check_python(version: str | None, minimum: str) -> list[str]:
     return []
 
 
-def check_glibc(version: str | None, below: str) -> list[str]:
-    """FlashInfer's JIT breaks on glibc >= 2.41 (docs/provisioning.md)."""
+GLIBC_OVERRIDE = "preflight_accept_glibc_risk"
+GLIBC_RISK = (
+    "FlashInfer kernels that are not precompiled are JIT-compiled when the server first needs "
+    "them, and that compilation can fail there, at server start or mid-run"
+)
+
+
+def check_glibc(version: str | None, below: str, accept_risk: bool = False) -> list[str]:
+    """FlashInfer's JIT breaks on glibc >= 2.41 (docs/provisioning.md).
+
+    The refusal names its override (GLIBC_OVERRIDE); with accept_risk the same finding is a
+    warning (glibc_warning), not a failure.
+    """
     if not version:
         return ["glibc: version unknown (not a glibc system?)"]
-    if below and version_tuple(version) >= version_tuple(below):
-        return [f"glibc: {version} is >= {below}, where FlashInfer's JIT compilation breaks"]
+    if below and version_tuple(version) >= version_tuple(below) and not accept_risk:
+        return [
+            f"glibc: {version} is >= {below}, where FlashInfer's JIT compilation breaks; "
+            f"set {GLIBC_OVERRIDE}: true to build anyway, taking the risk ({GLIBC_RISK})"
+        ]
     return []
+
+
+def glibc_warning(version: str | None, below: str, accept_risk: bool) -> str | None:
+    """The warning for a glibc the check would refuse, when the user accepted the risk."""
+    if accept_risk and version and below and version_tuple(version) >= version_tuple(below):
+        return f"glibc: {version} is >= {below}, accepted by {GLIBC_OVERRIDE}: {GLIBC_RISK}"
+    return None
+
+
+def nearest_existing(path: str) -> str:
+    """`path`, or its nearest parent that exists (what creating it would write into)."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    return probe
+
+
+def check_writable(path: str, what: str, user: str, access=os.access) -> list[str]:
+    """The node's user must be able to create `path` (or write into it): else one line
+    naming the path and the two ways out (become root, or own the directory). A leading
+    `~` is the node user's home (the keys of stack_preflight's `writable`, a dict, cannot
+    be argspec paths)."""
+    path = os.path.expanduser(path)
+    where = nearest_existing(path)
+    if os.path.isdir(where) and access(where, os.W_OK | os.X_OK):
+        return []
+    shown = path if where == os.path.abspath(path) else f"{path} (its parent {where})"
+    return [
+        f"permission: {shown} is not writable by {user}, and {what} goes there; "
+        f"set provision_become: true (or ansible_become) to provision as root, "
+        f"or make {user} own {where}"
+    ]
 
 
 def check_cores(cores: int, minimum: int) -> list[str]:

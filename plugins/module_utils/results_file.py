@@ -15,7 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from typing import Any, Dict, List, Optional, Set
+from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
 
@@ -31,7 +31,7 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: str, data: Dict[str, Any]) -> None:
+def write_json_atomic(path: str, data: dict[str, Any]) -> None:
     """Replace `path` with `data` so a reader sees the old or the new content, never half."""
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
@@ -51,7 +51,7 @@ class ResultsFile:
 
     # -- writing
 
-    def append(self, line: Dict[str, Any]) -> None:
+    def append(self, line: dict[str, Any]) -> None:
         """Append one line durably (write, flush, fsync); cuts off a torn last line first."""
         data = (json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n").encode()
         parent = os.path.dirname(os.path.abspath(self.path))
@@ -94,7 +94,7 @@ class ResultsFile:
 
     # -- reading
 
-    def read(self) -> List[Dict[str, Any]]:
+    def read(self) -> list[dict[str, Any]]:
         """Every complete line, in order (results_contract.parse_jsonl: a torn last line is
         skipped; a bad line elsewhere raises ResultsFileError naming it)."""
         try:
@@ -103,10 +103,23 @@ class ResultsFile:
             return []
         return records
 
-    def measured(self, stack_fingerprint: Optional[str]) -> Dict[str, Dict[str, Any]]:
-        """config_id -> its latest launched line for this stack (what a resume skips)."""
-        done: Dict[str, Dict[str, Any]] = {}
-        for line in self.read():
+    def read_checked(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """(every line that is a results line, warnings): like read(), but a JSON object that
+        is not a results line (results_contract.validate_line) is skipped with a warning
+        naming its line, so its config counts as not measured (a resume measures it again);
+        a line that is not JSON at all still raises ResultsFileError."""
+        try:
+            return results_contract.read_jsonl(self.path, validate=True, skip_invalid=True)
+        except FileNotFoundError:
+            return [], []
+
+    def measured(
+        self, stack_fingerprint: str | None, lines: list[dict[str, Any]] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """config_id -> its latest launched line for this stack (what a resume skips), of
+        `lines` (else the file's results lines: read_checked)."""
+        done: dict[str, dict[str, Any]] = {}
+        for line in self.read_checked()[0] if lines is None else lines:
             if not results_contract.is_launched(line.get("status")):
                 continue
             if line.get("stack_fingerprint") != stack_fingerprint or "config_id" not in line:
@@ -114,10 +127,10 @@ class ResultsFile:
             done[str(line["config_id"])] = line
         return done
 
-    def is_measured(self, config_id: str, stack_fingerprint: Optional[str]) -> bool:
+    def is_measured(self, config_id: str, stack_fingerprint: str | None) -> bool:
         return config_id in self.measured(stack_fingerprint)
 
-    def config_ids(self, run_id: Optional[str] = None) -> Set[str]:
+    def config_ids(self, run_id: str | None = None) -> set[str]:
         """Ids of the configs with a line (in run `run_id` when given)."""
         return {
             str(line["config_id"])
@@ -127,12 +140,12 @@ class ResultsFile:
 
     # -- the server in flight
 
-    def mark_inflight(self, record: Dict[str, Any]) -> None:
+    def mark_inflight(self, record: dict[str, Any]) -> None:
         """Record the server being measured (launcher.ServerHandle.record() plus config_id)."""
         os.makedirs(os.path.dirname(os.path.abspath(self.inflight_path)), exist_ok=True)
         write_json_atomic(self.inflight_path, record)
 
-    def read_inflight(self) -> Optional[Dict[str, Any]]:
+    def read_inflight(self) -> dict[str, Any] | None:
         try:
             with open(self.inflight_path) as f:
                 obj = json.load(f)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import subprocess
 import time
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.failure_classifier import classify_failure
-from ansible_collections.bwtune.sglang.plugins.module_utils.launcher import http_status
+from ansible_collections.bwtune.sglang.plugins.module_utils.health_wait import http_status
 
 JOURNAL_LINES = 50
 CLASSIFY_LINES = 400  # the classifier reads further back than is shown (the sweep reads 400 too)
@@ -22,7 +23,7 @@ CLASSIFY_LINES = 400  # the classifier reads further back than is shown (the swe
 _EXITED_SUBSTATES = ("failed", "auto-restart", "dead", "exited")
 
 
-def read_env_value(path: str, name: str) -> Optional[str]:
+def read_env_value(path: str, name: str) -> str | None:
     """`NAME=value` from a systemd EnvironmentFile (no quoting is written by the role)."""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -35,7 +36,7 @@ def read_env_value(path: str, name: str) -> Optional[str]:
     return None
 
 
-def unit_state(unit: str, systemctl: str = "systemctl") -> Dict[str, str]:
+def unit_state(unit: str, systemctl: str = "systemctl") -> dict[str, str]:
     """ActiveState, SubState, ExecMainStatus, ... of a unit (`systemctl show`)."""
     props = "ActiveState,SubState,ExecMainStatus,ExecMainCode,NRestarts,MainPID,InvocationID"
     out = subprocess.run(
@@ -48,14 +49,14 @@ def unit_state(unit: str, systemctl: str = "systemctl") -> Dict[str, str]:
     return state
 
 
-def journal_tail(unit: str, lines: int = JOURNAL_LINES, journalctl: str = "journalctl") -> List[str]:
+def journal_tail(unit: str, lines: int = JOURNAL_LINES, journalctl: str = "journalctl") -> list[str]:
     """The unit's last `lines` log lines of its latest invocation (message text only)."""
     argv = [journalctl, "--unit", unit, "--lines", str(lines), "--no-pager", "--output", "cat"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     return done.stdout.splitlines()[-lines:]
 
 
-def exited(state: Dict[str, str]) -> bool:
+def exited(state: dict[str, str]) -> bool:
     return state.get("ActiveState") in ("failed", "inactive") or state.get("SubState") in _EXITED_SUBSTATES
 
 
@@ -67,10 +68,10 @@ def wait_serving(
     timeout_s: float,
     poll_s: float = 1.0,
     journal_lines: int = JOURNAL_LINES,
-    state_of: Callable[[str], Dict[str, str]] = unit_state,
-    journal_of: Callable[[str, int], List[str]] = journal_tail,
+    state_of: Callable[[str], dict[str, str]] = unit_state,
+    journal_of: Callable[[str, int], list[str]] = journal_tail,
     status_of: Callable[[str, int, str, float], int] = http_status,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """{healthy, elapsed_s, failure: {class, message, log_tail} | None}.
 
     Gives up at once when the unit's process is gone (classified from the journal), else at
@@ -101,7 +102,7 @@ def wait_serving(
         time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
 
 
-def _failed(t0: float, cls: str, msg: str, tail: List[str], state: Dict[str, str]) -> Dict[str, Any]:
+def _failed(t0: float, cls: str, msg: str, tail: list[str], state: dict[str, str]) -> dict[str, Any]:
     return {
         "healthy": False,
         "elapsed_s": round(time.monotonic() - t0, 3),

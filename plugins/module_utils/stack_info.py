@@ -266,6 +266,25 @@ def fingerprint(facts: dict) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:FINGERPRINT_LEN]
 
 
+# The provision playbook's stack directories: bwtune_stack_root/<12 hex digits>/ holding this
+# manifest (stack_layout.py; not imported here: this module must stay importable alone).
+STACK_MANIFEST = "bwtune-stack.json"
+
+
+def build_fingerprint(python: str) -> str | None:
+    """The provision playbook's name for the stack `python` lives in, else None.
+
+    That name (`bwtune provision`'s "stack a400606c593d") hashes the build inputs (the torch
+    pin, SGLang commit, CUDA, Python, CPU architecture, FlashInfer, sgl-kernel options); the
+    facts' `fingerprint` hashes what is installed and the driver (the sweep-group key). A
+    `current` link is followed: the answer is the directory it points at.
+    """
+    venv = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(python))))
+    name = os.path.basename(venv)
+    hexname = len(name) == 12 and all(c in "0123456789abcdef" for c in name)
+    return name if hexname and os.path.isfile(os.path.join(venv, STACK_MANIFEST)) else None
+
+
 def build_facts(
     probe: dict, python: str, driver_version: str | None = None, include_flags: bool = True
 ) -> dict:
@@ -331,6 +350,8 @@ def build_facts(
         "warnings": warnings,
     }
     facts["fingerprint"] = fingerprint(facts)
+    # Not part of the fingerprint above: the same installed stack hashes the same wherever it is.
+    facts["build_fingerprint"] = build_fingerprint(python)
     return facts
 
 
@@ -350,6 +371,22 @@ def gather(
     return build_facts(probe, python, driver or driver_version(run, nvidia_smi), include_flags)
 
 
+# The stack components a results line records (its `stack`, beside the stack's `fingerprint`)
+# and that a regression's attribution names, in this order, with the words a user reads:
+# declared once here; `components` fills them, bwtune.regression reads them (issue 22).
+COMPONENTS = (
+    ("torch", "torch"),
+    ("cuda", "CUDA (torch build)"),
+    ("sglang", "SGLang version"),
+    ("sglang_commit", "SGLang commit"),
+    ("sgl_kernel", "sgl-kernel"),
+    ("sgl_kernel_build", "sgl-kernel build (GPU targets, FP4 ops)"),
+    ("flashinfer", "FlashInfer"),
+    ("driver", "NVIDIA driver"),
+)
+COMPONENT_KEYS = tuple(key for key, _name in COMPONENTS)
+
+
 def components(facts: dict | None) -> dict | None:
     """The stack's components, one short value each, as a results line records them (`stack`),
     so a regression can name what changed between two runs. None without facts."""
@@ -365,8 +402,7 @@ def components(facts: dict | None) -> dict | None:
             " ".join(kernel.get("sm_targets") or []) or "no sm targets",
             ",".join(kernel.get("fp4_ops") or []) or "none",
         )
-    return {
-        "fingerprint": facts.get("fingerprint"),
+    values = {
         "torch": torch.get("version"),
         "cuda": torch.get("cuda"),
         "sglang": sglang.get("version"),
@@ -376,3 +412,5 @@ def components(facts: dict | None) -> dict | None:
         "flashinfer": (facts.get("flashinfer") or {}).get("version"),
         "driver": facts.get("driver_version"),
     }
+    # Every declared component, in COMPONENTS' order (a test holds `values` to it).
+    return {"fingerprint": facts.get("fingerprint"), **{key: values[key] for key in COMPONENT_KEYS}}

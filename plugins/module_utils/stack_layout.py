@@ -20,12 +20,15 @@ readers see the old or the new stack, never neither) and only to a verified stac
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
 import time
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import torch_pin
 
 FINGERPRINT_LEN = 12
 MANIFEST = "bwtune-stack.json"
@@ -242,8 +245,124 @@ def prune_plan(root: str, keep: int, protect: tuple[str, ...] = ()) -> list[str]
     return [fp for fp in stacks(root) if fp not in kept]
 
 
-def prune(root: str, keep: int, protect: tuple[str, ...] = ()) -> list[str]:
-    removed = prune_plan(root, keep, protect)
+def in_use(root: str, proc: str = "/proc") -> dict[str, str]:
+    """Stacks under root that running processes use: fingerprint -> why ("pid 812 (python3) maps ...").
+
+    A process uses a stack when its executable, working directory, a mapped file (a
+    loaded .so: the server's torch) or an absolute path in its command line lies in the
+    stack's directory. The kernel resolves exe, cwd and maps to real paths (a server
+    started through `current` shows the stack it was started from, even after `current`
+    moved), so the root is compared as a real path too. Processes we may not read are
+    skipped (run as root to see every one).
+    """
+    prefixes = {os.path.join(os.path.abspath(root), ""), os.path.join(os.path.realpath(root), "")}
+    pattern = re.compile(r"^([0-9a-f]{%d})(/|$)" % FINGERPRINT_LEN)
+    found: dict[str, str] = {}
+
+    def owner(path: str) -> str | None:
+        for prefix in prefixes:
+            if path.startswith(prefix):
+                hit = pattern.match(path[len(prefix) :])
+                if hit:
+                    return hit.group(1)
+        return None
+
+    try:
+        pids = [e for e in os.listdir(proc) if e.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        if int(pid) == os.getpid():
+            continue
+        base = os.path.join(proc, pid)
+        try:
+            with open(os.path.join(base, "comm"), encoding="utf-8", errors="replace") as fh:
+                comm = fh.read().strip()
+        except OSError:
+            continue
+        seen: list[tuple[str, str]] = []
+        for link in ("exe", "cwd"):
+            with contextlib.suppress(OSError):
+                seen.append((link, os.readlink(os.path.join(base, link))))
+        try:
+            with open(os.path.join(base, "cmdline"), "rb") as raw:
+                args = raw.read().decode("utf-8", "replace").split("\0")
+            seen += [("runs", os.path.realpath(a)) for a in args if a.startswith("/")]
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(base, "maps"), encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    parts = line.split(None, 5)
+                    if len(parts) == 6 and parts[5].startswith("/"):
+                        path = parts[5].rstrip("\n")
+                        if path.endswith(" (deleted)"):
+                            path = path[: -len(" (deleted)")]
+                        seen.append(("maps", path))
+        except OSError:
+            pass
+        for what, path in seen:
+            fp = owner(path)
+            if fp and fp not in found:
+                found[fp] = f"pid {pid} ({comm}) {what} {path}"
+    return found
+
+
+def disk_bytes(path: str) -> int:
+    """Bytes a directory tree takes on disk (allocated blocks; links not followed)."""
+    total = 0
+    for top, dirs, files in os.walk(path):
+        for name in dirs + files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(top, name)).st_blocks * 512
+    return total
+
+
+def failed_stacks(root: str, protect: tuple[str, ...] = ()) -> list[str]:
+    """Unverified stacks (failed or interrupted builds) that nothing needs: not current, not
+    in `protect`, not used by a running process. Safe to delete before the next build.
+
+    Only directories with a manifest count (state=building writes one before any build):
+    other fingerprint-named directories (the sgl-kernel build's work dirs) are not stacks.
+    """
+    cur = current(root)
+    candidates = [
+        fp
+        for fp in stacks(root)
+        if fp != cur
+        and fp not in protect
+        and read_manifest(root, fp) is not None
+        and not is_verified(root, fp)
+    ]
+    if not candidates:
+        return []
+    busy = in_use(root)
+    return [fp for fp in candidates if fp not in busy]
+
+
+def remove_failed(root: str, protect: tuple[str, ...] = ()) -> list[str]:
+    """Delete failed_stacks(root, protect); the fingerprints deleted."""
+    removed = failed_stacks(root, protect)
+    for fp in removed:
+        shutil.rmtree(stack_dir(root, fp))
+    if removed:
+        _write_json(os.path.join(root, HISTORY), [h for h in history(root) if h not in removed])
+    return removed
+
+
+def prune(
+    root: str, keep: int, protect: tuple[str, ...] = (), kept: dict[str, str] | None = None
+) -> list[str]:
+    """Delete what prune_plan names, except stacks a running process uses (see in_use).
+
+    `kept`, when given, receives fingerprint -> why for each stack spared that way.
+    """
+    plan = prune_plan(root, keep, protect)
+    busy = in_use(root) if plan else {}
+    spared = {fp: why for fp, why in busy.items() if fp in plan}
+    if kept is not None:
+        kept.update(spared)
+    removed = [fp for fp in plan if fp not in spared]
     for fp in removed:
         shutil.rmtree(stack_dir(root, fp))
     if removed:
@@ -255,7 +374,7 @@ def facts_mismatches(inputs: dict, facts: dict) -> list[str]:
     """What the installed stack (stack_facts' bwtune_stack) says that the build inputs do not."""
     bad = []
     torch = facts.get("torch") or {}
-    if torch.get("version") != inputs.get("torch_version"):
+    if not torch_pin.version_matches(torch.get("version"), str(inputs.get("torch_version") or "")):
         bad.append(f"torch is {torch.get('version')}, expected {inputs.get('torch_version')}")
     sglang = facts.get("sglang") or {}
     if not sglang.get("installed"):

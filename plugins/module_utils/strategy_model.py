@@ -15,9 +15,10 @@ model, so a resumed sweep makes the same decisions.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
-Levels = Tuple[str, ...]  # one value key per axis, in axis order
+Levels = tuple[str, ...]  # one value key per axis, in axis order
 
 # Backfitting converges geometrically for a main-effects design; this many sweeps over the
 # axes is far beyond what the largest real matrix (a few axes, a few values each) needs.
@@ -33,19 +34,19 @@ def score(value: float, goal: str) -> float:
 class MainEffects:
     """Least-squares fit of ``mu + sum(effect[axis][level])`` to (levels, score) pairs."""
 
-    def __init__(self, n_axes: int, observations: Sequence[Tuple[Levels, float]]) -> None:
+    def __init__(self, n_axes: int, observations: Sequence[tuple[Levels, float]]) -> None:
         self.n_axes = n_axes
         self.n = len(observations)
         self.mu = math.fsum(y for _levels, y in observations) / self.n if observations else 0.0
-        self.effects: List[Dict[str, float]] = [{} for _axis in range(n_axes)]
-        counts: List[Dict[str, int]] = [{} for _axis in range(n_axes)]
+        self.effects: list[dict[str, float]] = [{} for _axis in range(n_axes)]
+        counts: list[dict[str, int]] = [{} for _axis in range(n_axes)]
         for levels, _y in observations:
             for axis, level in enumerate(levels):
                 counts[axis][level] = counts[axis].get(level, 0) + 1
                 self.effects[axis].setdefault(level, 0.0)
         for _sweep in range(FIT_ITERATIONS):
             for axis in range(n_axes):
-                sums: Dict[str, float] = {}
+                sums: dict[str, float] = {}
                 for levels, y in observations:
                     rest = self.mu + sum(self.effects[a][levels[a]] for a in range(n_axes) if a != axis)
                     sums[levels[axis]] = sums.get(levels[axis], 0.0) + (y - rest)
@@ -58,7 +59,7 @@ class MainEffects:
     def _fitted(self, levels: Levels) -> float:
         return self.mu + sum(self.effects[a][levels[a]] for a in range(self.n_axes))
 
-    def predict(self, levels: Levels) -> Optional[float]:
+    def predict(self, levels: Levels) -> float | None:
         """The model's score for a point; None when one of its values was never measured."""
         if any(levels[a] not in self.effects[a] for a in range(self.n_axes)):
             return None
@@ -76,5 +77,5 @@ class MainEffects:
         return math.sqrt(math.fsum(r * r for r in self.residuals) / self.dof)
 
 
-def levels_of(point: Dict[str, Any], axes: Sequence[str]) -> Levels:
+def levels_of(point: dict[str, Any], axes: Sequence[str]) -> Levels:
     return tuple(repr(point.get(axis)) for axis in axes)

@@ -3,9 +3,9 @@
 """The running sweep's state on the node: its progress file, its locks, its leftovers.
 
 The sweep process rewrites ``<results>.progress.json`` atomically at every phase
-change; ``sweep_progress`` (and so the controller's live view) reads it. It also
-names the sweep's pid and that process's start time, so a reader can tell a live
-sweep from a dead one and a cancel never signals a recycled pid.
+change (its fields are declared in progress_fields); ``sweep_progress`` (and so the
+controller's live view) reads it. It also names the sweep's pid and that process's start
+time, so a reader can tell a live sweep from a dead one and a cancel never signals a recycled pid.
 
 Two kernel locks (flock, released with the process, killed or not): ``<results>.lock``
 (one sweep per results file) and the node lock in the results root (one sweep per node:
@@ -20,11 +20,17 @@ import fcntl
 import glob
 import json
 import os
+import re
 import signal
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, results_file
+from ansible_collections.bwtune.sglang.plugins.module_utils import (
+    proc_scan,
+    progress_fields,
+    results_file,
+    server_process,
+)
 
 PHASES = ("planning", "starting", "gate", "workload", "stopping", "done")
 NODE_LOCK = ".bwtune-node.lock"
@@ -38,11 +44,11 @@ def progress_path(results_path: str) -> str:
     return results_path + ".progress.json"
 
 
-def is_same_process(pid: Optional[int], start_ticks: Optional[int]) -> bool:
-    return bool(pid) and launcher.is_running(int(pid or 0), start_ticks)
+def is_same_process(pid: int | None, start_ticks: int | None) -> bool:
+    return bool(pid) and proc_scan.is_running(int(pid or 0), start_ticks)
 
 
-def read_json(path: str) -> Optional[Dict[str, Any]]:
+def read_json(path: str) -> dict[str, Any] | None:
     try:
         with open(path) as src:
             data = json.load(src)
@@ -57,19 +63,18 @@ class Progress:
     def __init__(self, results_path: str, run_id: str, planned: int) -> None:
         self.path = progress_path(results_path)
         pid = os.getpid()
-        self.data: Dict[str, Any] = {
-            "run_id": run_id,
-            "pid": pid,
-            "pid_start_time": launcher.start_ticks_of(pid),
-            "started_at": time.time(),
-            "planned": planned,
-            "done": 0,
-            "failed": 0,
-            "current": None,
-            "eta_s": None,
-            "finished": False,
-            "result": None,
-        }
+        # Every field of progress_fields.FIELDS: this process's values over the initial ones.
+        self.data: dict[str, Any] = progress_fields.new(
+            run_id=run_id,
+            pid=pid,
+            pid_start_time=proc_scan.start_ticks_of(pid),
+            # Who wrote this file, by identity, not by clock: the Ansible async job the sweep
+            # runs in and the boot it runs in (progress_of_job). started_at is for people.
+            async_job=async_job_prefix(),
+            boot_id=boot_id(),
+            started_at=time.time(),
+            planned=planned,
+        )
         self._launch_seconds: list = []
         self.save()
 
@@ -80,15 +85,10 @@ class Progress:
             raise WriteFailed("cannot write %s: %s" % (self.path, exc.strerror or exc)) from None
 
     def phase(self, config_id: str, phase: str, workload: int = 0, workloads: int = 0) -> None:
-        self.data["current"] = {
-            "config": config_id,
-            "phase": phase,
-            "workload": workload,
-            "workloads": workloads,
-        }
+        self.data["current"] = progress_fields.current(config_id, phase, workload, workloads)
         self.save()
 
-    def config_done(self, failed: bool, seconds: float, planned: Optional[int] = None) -> None:
+    def config_done(self, failed: bool, seconds: float, planned: int | None = None) -> None:
         self.data["done"] += 1
         self.data["failed"] += int(failed)
         if planned is not None:
@@ -100,13 +100,72 @@ class Progress:
         self.data["current"] = None
         self.save()
 
-    def finish(self, result: Dict[str, Any]) -> None:
+    def finish(self, result: dict[str, Any]) -> None:
         self.data.update(finished=True, current=None, eta_s=0, result=result)
         self.save()
 
 
-def read_progress(results_path: str) -> Optional[Dict[str, Any]]:
+def read_progress(results_path: str) -> dict[str, Any] | None:
     return read_json(progress_path(results_path))
+
+
+_JOB_ARG = re.compile(r"j?[0-9]+")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as src:
+            return [arg.decode("utf-8", "replace") for arg in src.read().split(b"\0") if arg]
+    except OSError:
+        return []
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        with open("/proc/%d/stat" % pid) as src:
+            return int(src.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def async_job_prefix(pid: int | None = None, depth: int = 6) -> str | None:
+    """The Ansible async job this process runs in, as the part of its job id before the dot
+    (the job id is `<jid>.<pid>`, and the async wrapper, an ancestor, carries `<jid>` as its
+    first argument), or None outside one."""
+    pid = os.getppid() if pid is None else pid
+    for _step in range(depth):
+        if pid <= 1:
+            return None
+        args = _cmdline(pid)
+        for n, arg in enumerate(args[:-1]):
+            if os.path.basename(arg).startswith("async_wrapper") and _JOB_ARG.fullmatch(args[n + 1]):
+                return args[n + 1]
+        pid = _parent_of(pid)
+    return None
+
+
+def boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as src:
+            return src.read().strip() or None
+    except OSError:
+        return None
+
+
+def progress_of_job(progress: dict[str, Any] | None, job_id: str | None) -> bool | None:
+    """Whether a progress file is the one the sweep of async job `job_id` writes: compared by
+    identity (the job, the boot), never by wall-clock times (a clock stepped back between a
+    killed run and its resume made an old file look newer than the new job). None when the
+    file records no job (a sweep of an older bwtune, or one not run as an async job)."""
+    if not progress or not job_id:
+        return None
+    booted = boot_id()
+    if progress.get("boot_id") and booted and progress["boot_id"] != booted:
+        return False  # written before the node's last boot: never this job's
+    recorded = progress.get("async_job")
+    if not recorded:
+        return None
+    return str(recorded) == str(job_id).split(".", 1)[0]
 
 
 def node_lock_path(results_path: str) -> str:
@@ -115,7 +174,7 @@ def node_lock_path(results_path: str) -> str:
     return os.path.join(os.path.dirname(run_folder), NODE_LOCK)
 
 
-def _try_flock(path: str) -> Optional[int]:
+def _try_flock(path: str) -> int | None:
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -125,13 +184,13 @@ def _try_flock(path: str) -> Optional[int]:
     return fd
 
 
-def hold_results(results_path: str) -> Optional[int]:
+def hold_results(results_path: str) -> int | None:
     """The results file's lock (an fd to keep open), or None while a sweep holds it."""
     os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
     return _try_flock(results_path + ".lock")
 
 
-def hold_node(path: str, holder: Dict[str, Any]) -> Tuple[Optional[int], Dict[str, Any]]:
+def hold_node(path: str, holder: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
     """(fd, {}) with the node lock taken and `holder` written in it, or (None, the holder's
     own record) while another sweep holds it."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -146,7 +205,7 @@ def hold_node(path: str, holder: Dict[str, Any]) -> Tuple[Optional[int], Dict[st
     return fd, {}
 
 
-def remove_stale_tmp(results_path: str) -> List[str]:
+def remove_stale_tmp(results_path: str) -> list[str]:
     """Remove the half-written temporary files a killed sweep of this results file left.
 
     Only the holder of the results lock calls this: no other writer of them runs.
@@ -161,7 +220,7 @@ def remove_stale_tmp(results_path: str) -> List[str]:
     return removed
 
 
-def stop_leftovers(results_path: str, **stop_kwargs: Any) -> Optional[Dict[str, Any]]:
+def stop_leftovers(results_path: str, **stop_kwargs: Any) -> dict[str, Any] | None:
     """Stop every server a dead sweep of this results file left running. Call with the
     results lock held (no live sweep of the file then has servers).
 
@@ -172,11 +231,11 @@ def stop_leftovers(results_path: str, **stop_kwargs: Any) -> Optional[Dict[str, 
     results = results_file.ResultsFile(results_path)
     inflight = results.read_inflight() or {}
     stopped = []
-    recorded = launcher.stop_leftover(inflight, **stop_kwargs) if inflight.get("pid") else None
+    recorded = server_process.stop_leftover(inflight, **stop_kwargs) if inflight.get("pid") else None
     if recorded is not None:
         stopped.append(recorded)
-    groups: Dict[int, int] = {}  # process group -> one marked process of it
-    marked = launcher.marked_pids(results_path)
+    groups: dict[int, int] = {}  # process group -> one marked process of it
+    marked = proc_scan.marked_pids(results_path)
     for pid in sorted(marked):
         try:
             groups.setdefault(os.getpgid(pid), pid)
@@ -190,7 +249,7 @@ def stop_leftovers(results_path: str, **stop_kwargs: Any) -> Optional[Dict[str, 
             "port": inflight.get("port", 0),
             "config_id": inflight.get("config_id"),
         }
-        found = launcher.stop_leftover(record, **stop_kwargs)
+        found = server_process.stop_leftover(record, **stop_kwargs)
         if found is not None:
             stopped.append(found)
     if inflight:
@@ -204,7 +263,7 @@ def stop_leftovers(results_path: str, **stop_kwargs: Any) -> Optional[Dict[str, 
     return first
 
 
-def cancel(results_path: str, timeout_s: float = 120.0) -> Dict[str, Any]:
+def cancel(results_path: str, timeout_s: float = 120.0) -> dict[str, Any]:
     """SIGTERM the sweep process named in the progress file and wait for it to end.
 
     The sweep stops its server and exits on SIGTERM; its results file keeps every
@@ -228,7 +287,7 @@ def cancel(results_path: str, timeout_s: float = 120.0) -> Dict[str, Any]:
     return {"cancelled": True, "killed": killed, "pid": pid, "leftover_stopped": leftover}
 
 
-def stop_leftovers_if_free(results_path: str) -> Optional[Dict[str, Any]]:
+def stop_leftovers_if_free(results_path: str) -> dict[str, Any] | None:
     """stop_leftovers, unless a live sweep holds the results file (then its servers are its own)."""
     try:
         fd = hold_results(results_path)

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: checkpoint_fetch
 short_description: Fetch a model checkpoint from the Hugging Face Hub or a mirror, resumably, once
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - With O(source=hub), lists the repo at O(revision) with the real C(huggingface_hub)
     client (run by O(python), the stack's Python), checks the free disk against what is

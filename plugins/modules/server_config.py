@@ -8,16 +8,17 @@ DOCUMENTATION = r"""
 ---
 module: server_config
 short_description: Resolve the SGLang server's launch arguments and its systemd ExecStart
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Takes the config to serve from exactly one source (a flags mapping, an argument list, or
     a node's sweep results file and a config id), drops the flags the server role owns
     (C(--host), C(--port), C(--api-key), C(--enable-metrics), the multi-node flags) and adds
     them from the options, and returns the argument list and the unit's C(ExecStart) with
-    every word quoted for systemd.
-  - The API key is never an argument value here; with O(api_key=true) the command line
-    carries the systemd variable C(${BWTUNE_SERVER_API_KEY}), which the unit reads from a
-    0600 EnvironmentFile.
+    every word quoted for systemd (C($) as C($$) and C(%) as C(%%), so systemd expands nothing).
+  - The API key is never on the command line; with O(api_key=true) the arguments end with
+    C(--config) O(api_key_config), SGLang's YAML config file, which holds only the key
+    (C(ps) shows a command line to every local user; that file is root's and the service's).
+    A config that brings its own C(--config) is refused then (SGLang takes one).
   - Reads the previous config record (O(state_file)) and returns the flags that change.
   - Changes nothing on the node.
 options:
@@ -58,9 +59,13 @@ options:
     type: bool
     default: false
   api_key:
-    description: Require the API key (from C(${BWTUNE_SERVER_API_KEY})).
+    description: Require the API key (SGLang reads it from O(api_key_config)).
     type: bool
     default: true
+  api_key_config:
+    description: The YAML file (JSON, which is YAML) with the key under C(api-key), for SGLang's C(--config).
+    type: path
+    default: /etc/bwtune/server/api-key.yaml
   nnodes:
     description: Nodes of one multi-node server.
     type: int
@@ -103,7 +108,7 @@ config:
   elements: str
   returned: success
 args:
-  description: Every argument after the launcher; the API key is the placeholder C(${BWTUNE_SERVER_API_KEY}).
+  description: Every argument after the launcher; with O(api_key), the last two are C(--config) and its file.
   type: list
   elements: str
   returned: success
@@ -124,7 +129,7 @@ previous:
   type: dict
   returned: success
 record_args:
-  description: The arguments without the API key option, what the state file records.
+  description: The arguments without the API key's C(--config) file, what the state file records.
   type: list
   elements: str
   returned: success
@@ -145,6 +150,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.server_config import
     changed_flags,
     config_args,
     exec_start,
+    record_args,
     server_args,
     split_options,
 )
@@ -176,6 +182,7 @@ def main():
             "port": {"type": "int", "default": 30000},
             "enable_metrics": {"type": "bool", "default": False},
             "api_key": {"type": "bool", "default": True},
+            "api_key_config": {"type": "path", "default": "/etc/bwtune/server/api-key.yaml"},
             "nnodes": {"type": "int", "default": 1},
             "node_rank": {"type": "int", "default": 0},
             "dist_init_addr": {"type": "str"},
@@ -207,15 +214,14 @@ def main():
             node_rank=p["node_rank"],
             dist_init_addr=p["dist_init_addr"],
             api_key=p["api_key"],
+            api_key_config=p["api_key_config"],
         )
         line = exec_start(p["command"], args)
     except (ServerConfigError, ResultsFileError) as exc:
         module.fail_json(msg=str(exc))
     previous = read_previous(p["state_file"])
-    # What the state file records and what is compared: the arguments without the key's placeholder.
-    kept = [w for w in args if w != "${BWTUNE_SERVER_API_KEY}"]
-    if p["api_key"]:
-        kept = kept[:-1]  # the "--api-key" word the placeholder followed (server_args puts it last)
+    # What the state file records and what is compared: the arguments without the key's file.
+    kept = record_args(args, p["api_key"])
     module.exit_json(
         changed=False,
         config=config,

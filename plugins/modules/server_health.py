@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: server_health
 short_description: Wait until the SGLang unit serves, or say why it does not
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Polls C(GET /health_generate) (a one-token generation) until it answers 200 or
     O(timeout_s) passes. Gives up at once when the unit's process has exited.

@@ -68,10 +68,26 @@ options:
     default: {}
   build:
     description:
-      - Whether this host may build. Off (a fleet host whose group builds elsewhere), a
-        missing cached wheel fails the task instead.
+      - Whether this host may build. Off (a fleet host whose group builds elsewhere, or a
+        builder that took the controller's verified wheel for this fingerprint), a missing
+        cached wheel fails the task instead.
     type: bool
     default: true
+  mode:
+    description:
+      - C(build) builds when the cache has no wheel. Only one build of a O(work_dir) runs at
+        a time; it holds a lock (flock) on C(<work_dir>.lock), inherited by the build's
+        processes, and a second one fails with C(a build of <fingerprint> is already running),
+        naming the build's pid and start. The build runs in its own process group; when the controller goes
+        away (this module's stdout breaks, as when the run was cancelled or lost its connection), on
+        SIGTERM, SIGHUP or SIGINT, or when this module dies, the whole group is stopped
+        (SIGTERM, SIGKILL after 10 s) and O(work_dir) removed.
+      - C(claim), before the source is prepared, fails the same way while a build of
+        O(work_dir) runs (when O(build) is on; off, it leaves it alone), and removes what an
+        interrupted build left in O(work_dir).
+    type: str
+    choices: [build, claim]
+    default: build
 author:
   - bwtune developers (@bwtune)
 extends_documentation_fragment:
@@ -117,6 +133,14 @@ log:
   description: The build log (when a build ran).
   type: str
   returned: when a build ran
+cancelled:
+  description: The build was stopped (the controller went away, or a signal); O(work_dir) was removed.
+  type: bool
+  returned: when a build was cancelled
+removed:
+  description: The directory an interrupted build left, removed (O(mode=claim)).
+  type: str
+  returned: when something was removed
 log_tail:
   description: The build log's last lines (when the build failed).
   type: list
@@ -151,6 +175,22 @@ def verify(module: AnsibleModule, wheel: str, required: list[str], result: dict)
     return targets
 
 
+def claim(module: AnsibleModule, p: dict, result: dict) -> None:
+    """mode=claim: refuse while a build of this directory runs (when this run would build);
+    remove what an interrupted build left."""
+    holder = kb.probe_lock(p["work_dir"])
+    if holder:
+        if p["build"]:
+            module.fail_json(msg=kb.running_message(p["work_dir"], holder), **result)
+        module.exit_json(msg=f"a build runs in {p['work_dir']} ({holder}); left alone", **result)
+    if kb.interrupted(p["work_dir"]):
+        result.update(changed=True, removed=p["work_dir"])
+        if not module.check_mode:
+            shutil.rmtree(p["work_dir"])
+        result["msg"] = f"removed what an interrupted build left in {p['work_dir']}"
+    module.exit_json(**result)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -165,12 +205,15 @@ def main() -> None:
             "nvcc": {"type": "path"},
             "environment": {"type": "dict", "default": {}},
             "build": {"type": "bool", "default": True},
+            "mode": {"type": "str", "choices": ["build", "claim"], "default": "build"},
         },
         supports_check_mode=True,
     )
     p = module.params
     required = kb.required_targets(p["options"], p["require_targets"])
     result: dict = {"changed": False, "built": False, "wheel": None, "required_targets": required}
+    if p["mode"] == "claim":
+        claim(module, p, result)
 
     cached = kb.find_wheels(p["cache_dir"])
     if cached:
@@ -178,7 +221,11 @@ def main() -> None:
         verify(module, cached[-1], required, result)
         module.exit_json(**result)
     if not p["build"] and module.check_mode:
-        result.update(changed=True, msg="would receive the wheel from the group's builder")
+        result.update(
+            changed=True,
+            msg="would receive a verified wheel built elsewhere "
+            "(the controller's wheelhouse, or the group's builder)",
+        )
         module.exit_json(**result)
     if not p["build"]:
         module.fail_json(
@@ -196,12 +243,26 @@ def main() -> None:
             msg=f"source: {p['source']} has no pyproject.toml (not an sgl-kernel directory)", **result
         )
 
+    try:
+        lock_fd = kb.take_lock(p["work_dir"])
+    except kb.BuildRunning as exc:
+        module.fail_json(msg=str(exc), **result)
+    cached = kb.find_wheels(p["cache_dir"])
+    if cached:  # a build that held the lock until now cached it
+        os.close(lock_fd)
+        result["wheel"] = cached[-1]
+        verify(module, cached[-1], required, result)
+        module.exit_json(**result)
+    marker = os.path.join(p["work_dir"], kb.MARKER)
     dist = os.path.join(p["work_dir"], "dist")
     shutil.rmtree(dist, ignore_errors=True)
     os.makedirs(dist)
+    with open(marker, "w", encoding="ascii") as fh:
+        fh.write(f"{os.getpid()}\n")
     log = os.path.join(p["work_dir"], "build.log")
     result["log"] = log
-    base = {"PATH": os.path.dirname(p["python"]) + os.pathsep + os.environ.get("PATH", "")}
+    base = dict(os.environ)
+    base["PATH"] = os.path.dirname(p["python"]) + os.pathsep + os.environ.get("PATH", "")
     base.update({k: str(v) for k, v in p["environment"].items()})
     env = kb.build_env(
         base,
@@ -209,10 +270,21 @@ def main() -> None:
         kb.cmake_args(p["options"], p["cmake_args"]),
         p["nvcc"],
     )
-    rc, out, err = module.run_command(kb.wheel_argv(p["python"], p["source"], dist), environ_update=env)
-    with open(log, "w", encoding="utf-8") as fh:
-        fh.write(out)
-        fh.write(err)
+    try:
+        rc = kb.run_build(kb.wheel_argv(p["python"], p["source"], dist), env, log, lock_fd)
+    except kb.Cancelled as exc:
+        shutil.rmtree(p["work_dir"], ignore_errors=True)
+        os.close(lock_fd)
+        result["cancelled"] = True
+        try:
+            module.fail_json(
+                msg=f"sgl-kernel build cancelled ({exc}): its process group was stopped and "
+                f"{p['work_dir']} removed; nothing was cached",
+                **result,
+            )
+        except BrokenPipeError:  # no one is there to read it
+            os._exit(1)
+    os.unlink(marker)
     result["built"] = True
     if rc != 0:
         tail = kb.log_tail(log)
@@ -232,6 +304,7 @@ def main() -> None:
     tmp = os.path.join(p["cache_dir"], f".{os.path.basename(wheels[0])}.tmp")
     shutil.copyfile(wheels[0], tmp)
     os.replace(tmp, final)
+    os.close(lock_fd)
     result.update(changed=True, wheel=final)
     module.exit_json(**result)
 

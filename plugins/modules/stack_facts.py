@@ -77,10 +77,24 @@ ansible_facts:
       type: dict
       contains:
         fingerprint:
-          description: Short stable hash of the stack and the driver.
+          description:
+            - Short stable hash of what is installed and the driver - torch version, CUDA and arch list,
+              sgl_kernel version, SM targets and FP4 ops, FlashInfer, SGLang version, commit and flags digest,
+              the driver version. Hosts with the same GPUs and fingerprint are one sweep group.
+            - Not the name C(bwtune provision) gives the stack - that is
+              RV(ansible_facts.bwtune_stack.build_fingerprint).
           type: str
           returned: always
-          sample: 3f9a0c1d2e4b
+          sample: 81b74dfb424f
+        build_fingerprint:
+          description:
+            - The provision playbook's name for the stack C(python) is in (its directory under
+              C(bwtune_stack_root), which C(current) points at) - a hash of the build inputs (torch pin,
+              SGLang commit, CUDA, Python, CPU architecture, FlashInfer, sgl-kernel options).
+            - Null for a Python that is not in a provisioned stack.
+          type: str
+          returned: always
+          sample: a400606c593d
         torch:
           description: C(version), C(cuda), C(arch_list), C(cuda_available), C(device_count), C(capabilities).
           type: dict

@@ -15,10 +15,12 @@ description:
     FlashInfer version, sgl-kernel build options). C(ROOT/current) points at the verified
     stack in use.
   - O(state=inspect) computes the fingerprint and says what differs from the current stack
-    (changes nothing). O(state=building) records the inputs in the stack's manifest, not yet
-    verified. O(state=activate) checks the installed stack's facts against the inputs,
+    (changes nothing). O(state=building) deletes failed attempts (unverified stacks
+    nothing uses) and records the inputs in the stack's manifest, not yet verified.
+    O(state=activate) checks the installed stack's facts against the inputs,
     marks the stack verified, moves C(current) to it atomically and keeps the last O(keep)
-    stacks. O(state=rollback) moves C(current) back to the previous verified stack (or O(to)).
+    stacks; a stack a running process uses (a server started from it) is never deleted.
+    O(state=rollback) moves C(current) back to the previous verified stack (or O(to)).
   - Bad inputs fail with one line naming the value, before anything is touched.
 options:
   root:
@@ -119,9 +121,20 @@ changes:
   elements: str
   returned: always
 removed:
-  description: Stacks deleted to keep the last O(keep).
+  description:
+    - Stacks deleted. O(state=activate) deletes those beyond the last O(keep);
+      O(state=building) deletes failed attempts first (unverified stacks that are not
+      current and that no running process uses), the space the preflight counted as
+      reclaimable. In check mode, those it would delete.
   type: list
   elements: str
+  returned: when state is activate or building
+kept_in_use:
+  description:
+    - Stacks beyond O(keep) that were not deleted because a running process uses them
+      (its executable, working directory, command line or a mapped library lies in the
+      stack, read from C(/proc)), fingerprint -> which process and path. A warning says so.
+  type: dict
   returned: when state is activate
 """
 
@@ -198,10 +211,15 @@ def main() -> None:
 
         if state == "building":
             changed = not result["verified"] and (sl.read_manifest(root, fp) or {}).get("inputs") != inputs
-            if changed and not module.check_mode:
-                os.makedirs(root, exist_ok=True)
-                sl.write_manifest(root, inputs, verified=False)
-            module.exit_json(changed=changed, **result)
+            # Failed attempts (unverified, not current, unused) go first: the preflight
+            # counted their space as reclaimable.
+            failed = sl.failed_stacks(root, protect=(fp,))
+            if not module.check_mode:
+                failed = sl.remove_failed(root, protect=(fp,))
+                if changed:
+                    os.makedirs(root, exist_ok=True)
+                    sl.write_manifest(root, inputs, verified=False)
+            module.exit_json(changed=changed or bool(failed), removed=failed, **result)
 
         # activate
         mismatches = sl.facts_mismatches(inputs, p["facts"]) if p["facts"] is not None else []
@@ -214,12 +232,18 @@ def main() -> None:
             )
         if module.check_mode:
             changed = not result["verified"] or not result["is_current"]
-            module.exit_json(changed=changed, removed=[], **result)
+            module.exit_json(changed=changed, removed=[], kept_in_use={}, **result)
         changed = sl.write_manifest(root, inputs, verified=True, checks=p["checks"])
         changed = (sl.switch_current(root, fp) != fp) or changed
-        removed = sl.prune(root, p["keep"], protect=(fp,))
+        kept: dict = {}
+        removed = sl.prune(root, p["keep"], protect=(fp,), kept=kept)
         result.update(verified=True, is_current=True)
-        module.exit_json(changed=changed or bool(removed), removed=removed, **result)
+        for old, why in sorted(kept.items()):
+            module.warn(
+                f"kept stack {old} although it is beyond keep={p['keep']}: it is in use ({why}); "
+                "restart that process onto current, and the next activation prunes it"
+            )
+        module.exit_json(changed=changed or bool(removed), removed=removed, kept_in_use=kept, **result)
     except (sl.StackLayoutError, OSError) as exc:
         module.fail_json(msg=str(exc))
 

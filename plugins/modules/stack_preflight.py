@@ -15,6 +15,10 @@ description:
     build's job count, the Python that will create the stack venv, glibc, and that the
     node's Ansible Python has C(packaging) (Ansible's pip module needs it).
   - Fails with one line per missing piece, each with the numbers found and needed.
+  - Where a disk path is a stack root, unverified stacks of failed builds there (not
+    current, used by no running process) count as reclaimable free space, and the line
+    or a warning says how much and which (M(bwtune.sglang.stack_layout) C(state=building)
+    deletes them before the build).
   - Decides the build's job count from available memory and cores (or checks a requested one
     and refuses it when the jobs would not fit in memory).
   - Changes nothing on the node.
@@ -65,6 +69,21 @@ options:
     description: Fail on glibc at or above this version (FlashInfer's JIT breaks on 2.41). Empty skips.
     type: str
     default: "2.41"
+  accept_glibc_risk:
+    description:
+      - Accept a glibc at or above O(glibc_below) - a warning naming the risk instead of a
+        failure - FlashInfer kernels that are not precompiled are JIT-compiled when the server
+        first needs them, and that compilation can fail there.
+    type: bool
+    default: false
+  writable:
+    description:
+      - Directories the build writes, each mapped to what goes there (for the failure line).
+        They need not exist yet (the nearest existing parent is checked); each must be
+        writable by the user the module runs as, else a line names it and says to become
+        root or own it.
+    type: dict
+    default: {}
   min_cores:
     description: The fewest online cores accepted.
     type: int
@@ -119,6 +138,18 @@ glibc_version:
   description: The node's glibc version.
   type: str
   returned: always
+glibc_risk:
+  description: The risk taken with O(accept_glibc_risk) on a glibc the check would refuse, else null.
+  type: str
+  returned: always
+reclaimable:
+  description:
+    - Per O(disks) path that is a stack root holding failed attempts (unverified stacks
+      that are not current and that no running process uses), their sizes in bytes
+      (C(stacks)) and total (C(gib)). That space counts as free, since stack_layout
+      C(state=building) deletes them before the build.
+  type: dict
+  returned: always
 failures:
   description: One line per missing piece (empty on success).
   type: list
@@ -128,11 +159,44 @@ failures:
 
 import importlib.util
 import os
+import pwd
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import preflight as pf
+from ansible_collections.bwtune.sglang.plugins.module_utils import stack_layout as sl
+
+
+def check_disk(module: AnsibleModule, disk: dict, reclaimable: dict) -> list[str]:
+    """pf.check_disk, counting failed stack attempts under a stack root as reclaimable.
+
+    A failed or interrupted build leaves an unverified stack (gigabytes: torch) that no
+    one needs; stack_layout state=building deletes those before the next build, so their
+    space counts as free here, and the line or a warning says so.
+    """
+    failed = sl.failed_stacks(disk["path"]) if os.path.isdir(disk["path"]) else []
+    if not failed or disk["need_gib"] <= 0:
+        return pf.check_disk(disk["path"], disk["need_gib"], disk["what"])
+    sizes = {fp: sl.disk_bytes(sl.stack_dir(disk["path"], fp)) for fp in failed}
+    where, free = pf.free_bytes(disk["path"])
+    extra = sum(sizes.values())
+    reclaimable[disk["path"]] = {"stacks": sizes, "gib": round(extra / pf.GIB, 1)}
+    held = (
+        f"{extra / pf.GIB:.1f} GiB more is held by {len(failed)} unverified stack(s) of failed builds "
+        f"({', '.join(failed)}), which provisioning deletes before it builds"
+    )
+    if free + extra < disk["need_gib"] * pf.GIB:
+        return [
+            f"disk: {free / pf.GIB:.1f} GiB free at {where} and {held}; "
+            f"{disk['what']} needs {disk['need_gib']:g} GiB"
+        ]
+    if free < disk["need_gib"] * pf.GIB:
+        module.warn(
+            f"disk: {free / pf.GIB:.1f} GiB free at {where}, {disk['what']} needs {disk['need_gib']:g} GiB: "
+            f"enough only because {held}"
+        )
+    return []
 
 
 def main() -> None:
@@ -155,6 +219,8 @@ def main() -> None:
             "python": {"type": "str", "default": "python3"},
             "min_python": {"type": "str", "default": "3.10"},
             "glibc_below": {"type": "str", "default": "2.41"},
+            "accept_glibc_risk": {"type": "bool", "default": False},
+            "writable": {"type": "dict", "default": {}},
             "min_cores": {"type": "int", "default": 1},
             "gib_per_job": {"type": "float", "default": 4},
             "jobs": {"type": "int", "default": 0},
@@ -167,8 +233,16 @@ def main() -> None:
     if not p["skip_gpu"]:
         failures += pf.check_driver(p["gpu"].get("driver_version"), p["min_driver"])
         failures += pf.check_gpu(p["gpu"], p["supported_sm"])
+    reclaimable: dict = {}
     for disk in p["disks"]:
-        failures += pf.check_disk(disk["path"], disk["need_gib"], disk["what"])
+        failures += check_disk(module, disk, reclaimable)
+
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        user = f"uid {os.geteuid()}"
+    for path, what in sorted(p["writable"].items()):
+        failures += pf.check_writable(path, str(what), user)
 
     python = p["python"] if os.sep in p["python"] else module.get_bin_path(p["python"])
     python_version = None
@@ -181,7 +255,10 @@ def main() -> None:
 
     libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else None
     glibc = libc.split()[-1] if libc and libc.startswith("glibc") else None
-    failures += pf.check_glibc(glibc, p["glibc_below"])
+    failures += pf.check_glibc(glibc, p["glibc_below"], p["accept_glibc_risk"])
+    glibc_risk = pf.glibc_warning(glibc, p["glibc_below"], p["accept_glibc_risk"])
+    if glibc_risk:
+        module.warn(glibc_risk)
 
     # The build roles install with Ansible's pip module, which imports `packaging` on the node.
     if importlib.util.find_spec("packaging") is None:
@@ -205,7 +282,9 @@ def main() -> None:
         "mem_available_gib": round(mem / pf.GIB, 1),
         "python_version": python_version,
         "glibc_version": glibc,
+        "glibc_risk": glibc_risk,
         "failures": failures,
+        "reclaimable": reclaimable,
     }
     if failures:
         module.fail_json(msg=f"preflight: {len(failures)} problem(s): " + "; ".join(failures), **result)

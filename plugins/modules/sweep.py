@@ -26,6 +26,9 @@ description:
     another process takes first is started again on another port.
   - Meant to run under C(async) with C(poll=0), followed by M(bwtune.sglang.sweep_progress).
   - In check mode it returns the plan and launches nothing.
+# The options, with their types, defaults, choices and bounds, are defined once in
+# module_utils/sweep_options.py (which makes the argument_spec); a unit test checks that
+# these agree with it (tests/unit/sweep_parts/test_sweep_options.py).
 options:
   matrix:
     description:
@@ -95,7 +98,7 @@ options:
     type: str
     default: 127.0.0.1
   port:
-    description: The first port to try for each launch; the next free one is used.
+    description: The first port to try for each launch (1-65535); the next free one is used.
     type: int
     default: 30000
   strategy:
@@ -154,7 +157,7 @@ options:
     description: Overrides the matrix's C(sglang.version).
     type: str
   startup_timeout_s:
-    description: How long a server may take to become healthy.
+    description: How long a server may take to become healthy (more than 0, at most 604800 seconds).
     type: float
     default: 1200
   stop_grace_s:
@@ -202,7 +205,10 @@ plan:
   returned: always
   type: dict
 results:
-  description: One entry per config of this run, as written to the results file.
+  description:
+    - Every line of this run the results file holds, in file order (each launch of a
+      re-measured config, and a resumed run's earlier lines, pruned and duplicate ones
+      included).
   returned: when not in check mode
   type: list
   elements: dict
@@ -211,7 +217,11 @@ best:
   returned: when not in check mode
   type: dict
 summary:
-  description: Counts by status, launches made and saved by the strategy, timings.
+  description:
+    - Counts by status, launches made and saved by the strategy, timings.
+    - C(warnings) lists what the sweep repaired or skipped (a line that is not a result, a
+      results file removed mid-run); C(left_out) (a finished run) or C(not_reached) (a
+      stopped one) names each launch of the plan without a line, with its point.
   returned: always
   type: dict
 """
@@ -220,51 +230,14 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, sweep_options
 from ansible_collections.bwtune.sglang.plugins.module_utils import sweep as sweep_runner
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            matrix=dict(type="raw", required=True),
-            results_path=dict(type="path", required=True),
-            run_id=dict(type="str"),
-            launch_command=dict(type="list", elements="str"),
-            python=dict(type="path", default="python3"),
-            env=dict(type="dict", default={}),
-            secret_env=dict(type="dict", default={}, no_log=True),
-            cache_dir=dict(type="path"),
-            api_key=dict(type="str", no_log=True),
-            node=dict(type="str"),
-            node_lock=dict(type="path"),
-            host=dict(type="str", default="127.0.0.1"),
-            port=dict(type="int", default=30000),
-            strategy=dict(
-                type="str",
-                choices=list(results_contract.STRATEGIES),
-                default=results_contract.DEFAULT_STRATEGY,
-            ),
-            prior=dict(
-                type="list",
-                elements="dict",
-                default=[],
-                options=dict(
-                    config=dict(type="str"),
-                    flags=dict(type="dict"),
-                    score=dict(type="float", required=True),
-                ),
-                required_one_of=[("config", "flags")],
-            ),
-            force=dict(type="bool", default=False),
-            simulated=dict(type="bool", default=False),
-            facts=dict(type="dict"),
-            gpu=dict(type="str"),
-            sglang_version=dict(type="str"),
-            startup_timeout_s=dict(type="float", default=1200.0),
-            stop_grace_s=dict(type="float", default=30.0),
-            release_timeout_s=dict(type="float", default=120.0),
-        ),
+        # Every option, its type, default, choices and bounds: module_utils/sweep_options.py.
+        argument_spec=sweep_options.argument_spec(),
         supports_check_mode=True,
     )
     try:
@@ -280,7 +253,10 @@ def main():
         module.fail_json(msg=str(exc), **exc.partial)
     except Exception as exc:  # the node must say what broke, not just "MODULE FAILURE"
         module.fail_json(msg="sweep failed: %s" % exc, exception=traceback.format_exc())
-    module.exit_json(changed=bool(outcome["summary"].get("launches")), plan=the_plan, **outcome)
+    summary = node_outcome.summary_of(outcome)  # the outcome's keys: module_utils/node_outcome
+    for warning in summary.get("warnings") or []:
+        module.warn(warning)  # what the sweep repaired or skipped, as Ansible warnings too
+    module.exit_json(changed=bool(summary.get("launches")), plan=the_plan, **outcome)
 
 
 if __name__ == "__main__":
