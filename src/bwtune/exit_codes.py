@@ -9,6 +9,9 @@ OK = 0
 HOST_FAILED = 1
 # `bwtune regress` found a regression (a config slower, or failing, against its history).
 REGRESSION = 1
+# `bwtune recipe verify-signature`: the signature does not hold; `bwtune recipe verify`: the
+# recipe did not reproduce (slower, or could not run).
+NOT_VERIFIED = 1
 # Bad input: inventory, --limit, matrix, run id, -e, an unusable results database.
 BAD_INPUT = 2
 # The sweep ran but measured nothing: every launch failed or nothing was launched.

@@ -7,8 +7,10 @@ workloads (`timings.bench_s`). The plan takes the median of each over the group'
 launches: the median, because one slow first launch (a cold page cache, JIT caches to
 fill) must not set the price of all. Workload time depends on the matrix, so it is learned
 only from launches that ran the same workloads (by name); otherwise the matrix's workload
-estimates stand. Real launches are preferred; simulated ones (the stand-in) are used only
-when nothing real was measured, and the estimate then says so.
+estimates stand. Simulated launches (the stand-in) never price real GPUs: a plan for real
+hardware learns from real launches only (the stand-in starts in seconds, a real server in
+minutes), and says how many simulated ones it left out; only an estimate asked for the
+stand-in (`simulated=True`) learns from them, and says so.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class LaunchCost:
     launches: int = 0  # measured launches the startup figure is the median of
     workload_launches: int = 0  # measured launches the workload figure is the median of
     simulated: bool = False  # learned from the stand-in's simulated launches
+    left_out: int = 0  # launches of the other kind (simulated for a real plan) not counted
 
     @property
     def per_launch_s(self) -> float:
@@ -42,7 +45,14 @@ class LaunchCost:
     def describe(self) -> str:
         """One line saying where the figures come from."""
         if self.source == MATRIX:
-            return "estimate from the matrix (estimates.startup_s, workload estimate_s; defaults where unset)"
+            return (
+                "estimate from the matrix (estimates.startup_s, workload estimate_s; defaults where unset)"
+                + (
+                    f"; {self.left_out} simulated launches (stand-in) in the results database not counted"
+                    if self.left_out and not self.simulated
+                    else ""
+                )
+            )
         kind = "simulated launches (stand-in)" if self.simulated else "measured launches"
         workloads = (
             f"workloads: median of {self.workload_launches} launches with the same workloads"
@@ -60,6 +70,7 @@ class LaunchCost:
             "measured_launches": self.launches,
             "measured_workload_launches": self.workload_launches,
             "simulated": self.simulated,
+            "left_out_launches": self.left_out,
             "description": self.describe(),
         }
 
@@ -83,16 +94,14 @@ def startup_seconds(line: Mapping[str, Any]) -> float | None:
 
 
 def _measured(lines: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The ok launches that ran their workloads in full, real ones if any, else simulated."""
-    ok = [
+    """The ok launches that ran their workloads in full (real and simulated alike)."""
+    return [
         line
         for line in lines
         if line.get("status") == contract.OK
         and not line.get("screened_out")
         and startup_seconds(line) is not None
     ]
-    real = [line for line in ok if not line.get("simulated")]
-    return real or ok
 
 
 def estimate(
@@ -101,11 +110,15 @@ def estimate(
     *,
     matrix_startup_s: float,
     matrix_workload_s: float,
+    simulated: bool = False,
 ) -> LaunchCost:
-    """The cost of one launch running `workloads` (names), from a hardware group's lines."""
-    measured = _measured(lines)
+    """The cost of one launch running `workloads` (names), from a hardware group's lines:
+    its real launches, or with `simulated` its stand-in launches; never the other kind."""
+    every = _measured(lines)
+    measured = [line for line in every if bool(line.get("simulated")) == simulated]
+    left_out = len(every) - len(measured)
     if not measured:
-        return LaunchCost(MATRIX, matrix_startup_s, matrix_workload_s)
+        return LaunchCost(MATRIX, matrix_startup_s, matrix_workload_s, simulated=simulated, left_out=left_out)
     startup = statistics.median(s for s in map(startup_seconds, measured) if s is not None)
     wanted = set(workloads)
     bench = [
@@ -120,5 +133,6 @@ def estimate(
         statistics.median(bench) if bench else matrix_workload_s,
         launches=len(measured),
         workload_launches=len(bench),
-        simulated=all(line.get("simulated") for line in measured),
+        simulated=simulated,
+        left_out=left_out,
     )

@@ -2,7 +2,8 @@
 
 Both views read the same `SweepState`, which folds runner events into per-host progress:
 the sweep's "Follow the sweep" task retries every few seconds and each retry carries
-`res.progress` = {planned, done, failed, current: {config, phase, workload, workloads}, eta_s}.
+`res.progress`, the progress file's view (module_utils/progress_fields: VIEW, its `current`
+keyed CURRENT); a HostProgress keeps its LIVE fields, read by `progress_fields.live_values`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,20 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, progress_fields
 from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import NOT_LAUNCHED
-from bwtune.runner import RunnerEvent
+from bwtune.ansible_run import RunnerEvent
 
 SWEEP_PROGRESS_ACTION = "sweep_progress"
+# The task of roles/sweep and playbooks/sweep_attach.yml whose retries and result the CLI
+# reads: those files hold it as a literal, tests/unit/cli/test_follow_task.py holds them to this.
+FOLLOW_TASK = "Follow the sweep"
+
+
+# What a HostProgress keeps besides the progress file's LIVE fields (progress_fields): the
+# controller's own state, from events and the finished outcome. Its attributes are these and
+# LIVE, nothing else (tests/unit/sweep/test_progress_fields.py).
+OWN_FIELDS = ("host", "simulated", "task", "finished", "failure", "left_out")
 
 
 @dataclass
@@ -27,6 +38,7 @@ class HostProgress:
     host: str
     simulated: bool = False
     task: str | None = None  # the playbook task the host is in, until the sweep reports
+    # The progress file's LIVE fields (progress_fields.LIVE), as the module's view carries them.
     planned: int | None = None
     done: int = 0
     failed: int = 0
@@ -34,12 +46,13 @@ class HostProgress:
     eta_s: float | None = None
     finished: bool = False
     failure: str | None = None  # unreachable or failed, with the reason
+    left_out: int = 0  # launches the strategy chose not to make (a finished adaptive run)
 
     def phase_text(self) -> str:
         if self.failure:
             return self.failure
         if self.finished:
-            return "finished"
+            return f"finished ({self.left_out} left out by the strategy)" if self.left_out else "finished"
         if not self.current:
             return self.task or "waiting"
         phase = str(self.current.get("phase") or "")
@@ -97,25 +110,19 @@ class SweepState:
             progress.current = None
             if isinstance(result, dict):
                 self._apply_result(progress, result)
-                if result.get("error"):  # the why is printed once, at the end
+                if node_outcome.error(result):  # the why is printed once, at the end
                     progress.failure = "failed: the sweep did not finish"
         after = self.line(progress)
         return after if after != before else None
 
     @staticmethod
     def _apply(progress: HostProgress, report: dict[str, Any]) -> None:
-        if isinstance(report.get("planned"), int):
-            progress.planned = report["planned"]
-        progress.done = int(report.get("done") or 0)
-        progress.failed = int(report.get("failed") or 0)
-        current = report.get("current")
-        progress.current = current if isinstance(current, dict) else None
-        eta = report.get("eta_s")
-        progress.eta_s = float(eta) if isinstance(eta, int | float) else None
+        for name, value in progress_fields.live_values(report).items():
+            setattr(progress, name, value)
 
     @staticmethod
     def _apply_result(progress: HostProgress, result: dict[str, Any]) -> None:
-        lines = [line for line in result.get("results") or [] if isinstance(line, dict)]
+        lines = [line for line in node_outcome.lines(result) if isinstance(line, dict)]
         progress.simulated = progress.simulated or any(line.get("simulated") for line in lines)
         # Pruned and duplicate configs are recorded but never launched: not in `planned`.
         launched = [line for line in lines if line.get("status") not in NOT_LAUNCHED]
@@ -123,6 +130,12 @@ class SweepState:
             progress.done = len(launched)
             progress.failed = sum(line.get("status") != "ok" for line in launched)
             progress.planned = max(progress.planned or 0, len(launched))
+        left_out = node_outcome.summary_of(result).get("left_out")
+        if isinstance(left_out, list) and not node_outcome.error(result):
+            # A finished run did every launch its strategy chose: the rest were left out, not
+            # still to do ("2/6 done" read as unfinished).
+            progress.planned = progress.done
+            progress.left_out = len(left_out)
 
     def line(self, progress: HostProgress) -> str:
         parts = [f"{progress.host}:", f"{progress.counts_text()} done", f"{progress.failed} failed"]
@@ -212,15 +225,24 @@ class TaskLines:
         self.quiet = quiet
 
     def on_event(self, event: RunnerEvent) -> None:
-        if self.quiet or not event.host or event.kind not in ("ok", "failed", "unreachable"):
+        if not event.host or event.kind not in ("ok", "failed", "unreachable"):
             return
         if event.data.get("ignore_errors") and event.kind == "failed":
             return
-        status = event.kind if event.kind != "ok" else ("changed" if event.res.get("changed") else "ok")
-        line = f"{event.host}: {event.task}: {status}"
-        if event.kind != "ok":
-            line += f": {str(event.res.get('msg') or '').splitlines()[0] if event.res.get('msg') else ''}"
-        print(line.rstrip(": "), file=self.stream, flush=True)
+        if not self.quiet:
+            status = event.kind if event.kind != "ok" else ("changed" if event.res.get("changed") else "ok")
+            line = f"{event.host}: {event.task}: {status}"
+            if event.kind != "ok":
+                line += f": {str(event.res.get('msg') or '').splitlines()[0] if event.res.get('msg') else ''}"
+            print(line.rstrip(": "), file=self.stream, flush=True)
+        # A module's warnings (a risk the user accepted, such as preflight_accept_glibc_risk)
+        # are not progress: shown with --quiet too, one line each.
+        for warning in event.res.get("warnings") or ():
+            print(
+                f"{event.host}: {event.task}: warning: {' '.join(str(warning).split())}",
+                file=self.stream,
+                flush=True,
+            )
 
 
 def format_duration(seconds: float) -> str:

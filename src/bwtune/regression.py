@@ -33,13 +33,13 @@ import itertools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
 
 REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE = "regression", "improvement", "no change", "inconclusive"
 VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE)
@@ -49,17 +49,9 @@ KEY_LATENCIES = ("median_ttft_ms", "median_itl_ms", "p99_itl_ms")
 # Every other metric of that family is lower-is-better; throughputs are higher-is-better.
 LOWER_IS_BETTER_SUFFIXES = ("_ms",)
 
-# The stack components attribution names, in this order, with the words a user reads.
-COMPONENTS = (
-    ("torch", "torch"),
-    ("cuda", "CUDA (torch build)"),
-    ("sglang", "SGLang version"),
-    ("sglang_commit", "SGLang commit"),
-    ("sgl_kernel", "sgl-kernel"),
-    ("sgl_kernel_build", "sgl-kernel build (GPU targets, FP4 ops)"),
-    ("flashinfer", "FlashInfer"),
-    ("driver", "NVIDIA driver"),
-)
+# The stack components attribution names, in this order, with the words a user reads: the
+# list a results line's `stack` records, owned by stack_info (the node fills it).
+COMPONENTS = stack_info.COMPONENTS
 
 
 @dataclass(frozen=True)
@@ -188,6 +180,8 @@ def compare(
             metric, INCONCLUSIVE, goal, ref_median, cand_median, launches=counts, note="reference is 0"
         )
     change = cand_median / ref_median - 1.0
+    from scipy import stats  # about 1 s to import: only when a verdict needs it, not per command
+
     p_value = float(stats.mannwhitneyu(cand, ref, alternative="two-sided").pvalue)
     # Runs of one launch each say nothing alone: together they show the launch spread (and any
     # real change among them, which only makes the verdict more careful).
@@ -226,6 +220,8 @@ def noise_band(z: float, dof: int) -> float:
     scaled by t(0.99, dof) / N(0.99), so two launches a side (2 dof) need about 3x as much."""
     if dof <= 0:
         return z
+    from scipy import stats  # lazily, as above
+
     return z * float(stats.t.ppf(0.99, dof) / stats.norm.ppf(0.99))
 
 
@@ -334,10 +330,12 @@ class ChangePoint:
 class HistoryPoint:
     run_id: str
     created_at: str
-    level: float | None  # median of the run's samples; None for a failed run
-    status: str = "ok"
+    level: float | None  # median of the run's ok launches' samples; None: none measured
+    status: str = "ok"  # a failure class when any launch failed (then `failed_launches` > 0)
     stack: Mapping[str, Any] | None = None
     stack_fingerprint: str | None = None
+    launches: int = 0
+    failed_launches: int = 0
 
 
 def change_points(
@@ -404,20 +402,6 @@ def attribution_text(components: Sequence[Mapping[str, Any]]) -> str:
     if not components:
         return "no stack component changed"
     return "; ".join(f"{c['name']} {c['before']} -> {c['after']}" for c in components)
-
-
-@dataclass
-class ConfigHistory:
-    """What the report shows for one config on one hardware group."""
-
-    config_id: str
-    gpu: str | None
-    workload: str
-    metric: str
-    goal: str
-    points: list[HistoryPoint] = field(default_factory=list)
-    change_points: list[ChangePoint] = field(default_factory=list)
-    baseline_run: str | None = None
 
 
 def objective_repetitions(record: Mapping[str, Any], objective: Mapping[str, Any]) -> list[float]:

@@ -15,11 +15,20 @@ import json
 import os
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from bwtune import regression
-from bwtune.regression_history import ConfigReport, RegressionReport, verdict_counts, worst_first
+from bwtune.regression_history import (
+    STATISTIC,
+    ConfigReport,
+    RegressionReport,
+    WorkloadVerdicts,
+    verdict_counts,
+    worst_first,
+)
 
 SIMULATED_NOTE = "SIMULATED: bwtune stand-in, not a GPU"
 
@@ -48,29 +57,36 @@ def markdown(report: RegressionReport) -> str:
         f"# bwtune regression run {report.run_id}",
         "",
         *([f"**{SIMULATED_NOTE}**", ""] if report.simulated else []),
-        f"- outcome: **{'REGRESSION' if report.regressed else 'no regression'}** "
-        f"({', '.join(f'{name} {n}' for name, n in counts.items())})",
-        f"- objective: {o['goal']} {o['metric']} on {o.get('workload')}",
+        f"- outcome: **{outcome_text(report)}** ({', '.join(f'{name} {n}' for name, n in counts.items())})",
+        f"- objective: {o['goal']} {o['metric']} on {o.get('workload')}; every value here (and in "
+        f"the report's regression section) is the {STATISTIC} (the report's Configs table ranks "
+        "by the mean over launches, and says so)",
         f"- minimum effect: {report.settings.min_effect * 100:g}%; test: Mann-Whitney U, alpha "
         f"{report.settings.alpha:g}; change points: E-divisive means",
         f"- reference: baseline {report.baseline['name']} (run {report.baseline['run_id']})"
         if report.baseline
         else "- reference: each config's previous regression run",
         "",
-        "| config | GPU | verdict | objective | change | p | reference | stack change |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| config | GPU | verdict | launches | {o['metric']} (median) | change | p | reference "
+        "| stack change |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for config in worst_first(report.configs):
         main = _objective_verdict(report, config)
         stack = regression.attribution_text(config.attribution) if config.attribution else ""
         lines.append(
             f"| `{config.config_id}` | {config.gpu} | {config.verdict}"
-            f"{' (drift)' if config.drift else ''} | {_num(main.candidate_median if main else None)} | "
+            f"{' (drift)' if config.drift else ''} | {launches_text(config)} | "
+            f"{_num(main.candidate_median if main else None)} | "
             f"{_pct(main.change if main else None)} | "
             f"{'' if main is None or main.p_value is None else f'{main.p_value:.3g}'} | "
             f"{config.reference_run or ''} | {stack} |"
         )
-    details = [c for c in worst_first(report.configs) if c.verdict != regression.NO_CHANGE or c.change_points]
+    details = [
+        c
+        for c in worst_first(report.configs)
+        if c.verdict != regression.NO_CHANGE or c.change_points or c.failed_launches
+    ]
     if details:
         lines += ["", "## Details", ""]
     for config in details:
@@ -91,21 +107,48 @@ def markdown(report: RegressionReport) -> str:
             )
         if config.attribution:
             lines.append(f"- stack components changed: {regression.attribution_text(config.attribution)}")
+        for failed in config.failed_launches:
+            lines.append(f"- failed launch: {_failed_launch_text(failed)}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
+def outcome_text(report: RegressionReport) -> str:
+    """REGRESSION, NOTHING MEASURED (every launch failed, nothing to compare: never "no
+    regression") or no regression."""
+    return report.outcome if report.outcome == "no regression" else report.outcome.upper()
+
+
+def launches_text(config: ConfigReport) -> str:
+    """ "8" or "7 ok; crashed 1 of 8 launches"."""
+    if not config.failed_launches:
+        return str(config.launches)
+    return f"{config.launches - len(config.failed_launches)} ok; {config.failed_text}"
+
+
+def _failed_launch_text(failed: Mapping[str, Any]) -> str:
+    where = f"attempt {failed.get('attempt')} on {failed.get('host')}"
+    log = f" (log {failed['log_path']})" if failed.get("log_path") else ""
+    return f"{where}: {failed['status']}: {failed.get('message') or ''}{log}"
+
+
+def _errored(config: ConfigReport, workload: WorkloadVerdicts) -> bool:
+    """A case that measured nothing and has no verdict against a measured history: an error."""
+    return not config.measured and not workload.regressed
+
+
 def junit_xml(report: RegressionReport) -> str:
     cases = [(c, w) for c in report.configs for w in c.workloads] or []
+    failed = [(c, w) for c, w in cases if w.regressed or (c.drift and _is_objective(report, w.workload))]
     suite = ET.Element(
         "testsuite",
         name=f"bwtune regression {report.run_id}",
         tests=str(len(cases)),
-        failures=str(
-            sum(1 for c, w in cases if w.regressed or (c.drift and _is_objective(report, w.workload)))
+        failures=str(len(failed)),
+        errors=str(sum(1 for c, w in cases if (c, w) not in failed and _errored(c, w))),
+        skipped=str(
+            sum(1 for c, w in cases if (c, w) not in failed and not _errored(c, w) and _undecided(w))
         ),
-        errors="0",
-        skipped=str(sum(1 for _c, w in cases if _undecided(w))),
         timestamp=report.created_at,
     )
     for config, workload in cases:
@@ -123,6 +166,13 @@ def junit_xml(report: RegressionReport) -> str:
                 f"config {config.config_id}: {config.label}\nreference run: {config.reference_run}\n"
                 f"stack components changed: {regression.attribution_text(config.attribution)}"
             )
+        elif _errored(config, workload):
+            ET.SubElement(
+                case,
+                "error",
+                message=f"nothing measured: {config.failed_text or config.status}",
+                type="nothing measured",
+            ).text = "\n".join(_failed_launch_text(f) for f in config.failed_launches)
         elif _undecided(workload):
             notes = "; ".join(f"{v.metric}: {v.note}" for v in workload.verdicts if v.note) or "inconclusive"
             ET.SubElement(case, "skipped", message=notes)
@@ -182,9 +232,19 @@ def prometheus_text(report: RegressionReport) -> str:
         labels = _labels(config=config.config_id, gpu=config.gpu)
         lines.append(f"bwtune_regression_last_run_timestamp_seconds{labels} {when!r}")
     lines += [
+        "# HELP bwtune_regression_failed_launches Launches of the config that failed in the newest run.",
+        "# TYPE bwtune_regression_failed_launches gauge",
+    ]
+    for config in report.configs:
+        labels = _labels(config=config.config_id, gpu=config.gpu)
+        lines.append(f"bwtune_regression_failed_launches{labels} {len(config.failed_launches)}")
+    lines += [
         "# HELP bwtune_regression_regressed 1 when the newest regression run found a regression.",
         "# TYPE bwtune_regression_regressed gauge",
         f"bwtune_regression_regressed {int(report.regressed)}",
+        "# HELP bwtune_regression_measured 0 when the newest regression run measured nothing.",
+        "# TYPE bwtune_regression_measured gauge",
+        f"bwtune_regression_measured {int(report.measured)}",
     ]
     return "\n".join(lines) + "\n"
 

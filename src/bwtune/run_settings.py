@@ -13,7 +13,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bwtune import results_db
+from bwtune import store
 
 FILE_NAME = "settings.json"
 
@@ -31,7 +31,7 @@ class RunSettings:
     matrix_source: str | None = None
 
     def save(self, run_id: str) -> None:
-        path = results_db.run_dir(run_id) / FILE_NAME
+        path = store.run_dir(run_id) / FILE_NAME
         temporary = path.with_name(FILE_NAME + ".tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -44,7 +44,7 @@ class RunSettings:
 
 def load(run_id: str) -> RunSettings | None:
     """The run's settings, or None for a run started before bwtune kept them."""
-    path = results_db.run_dir(run_id) / FILE_NAME
+    path = store.run_dir(run_id) / FILE_NAME
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

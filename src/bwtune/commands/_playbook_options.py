@@ -1,9 +1,10 @@
 """The options of every command that runs a playbook, spelt as ansible-playbook spells them.
 
 `-i/--inventory`, `-l/--limit`, `-e/--extra-vars` (repeatable: `key=value`, JSON or YAML,
-`@file`), `-v/--verbose` (`-vvvv` the most) and `--forks`. `-e` is checked here the way
-ansible-playbook reads it, so a bad one is one line and exit 2 before anything runs, and
-then passed to ansible-playbook unchanged (an `@file` made absolute).
+`@file`), `-v/--verbose` (`-vvvv` the most) and `--forks`. `-e` is checked (by
+`bwtune.app.playbook_args`, named here too) the way ansible-playbook reads it, so a bad one
+is one line and exit 2 before anything runs, and then passed to ansible-playbook unchanged
+(an `@file` made absolute).
 
 (Not a subcommand: it has no `run`, so `bwtune.cli` passes it over.)
 """
@@ -11,21 +12,30 @@ then passed to ansible-playbook unchanged (an `@file` made absolute).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-MAX_VERBOSITY = 4  # ansible-playbook -vvvv: connection debugging; more adds nothing
-VAULT_HEADER = "$ANSIBLE_VAULT;"
+from bwtune.app.playbook_args import (  # noqa: F401  (the commands read them here)
+    MAX_VERBOSITY,
+    VAULT_HEADER,
+    ExtraVarsError,
+    check_extra_vars,
+    extra_vars_args,
+)
 
 
-class ExtraVarsError(ValueError):
-    """A -e value ansible-playbook would refuse (bad input, exit 2)."""
+def verbosity(args: argparse.Namespace) -> int:
+    """ansible-playbook's -v count from the options, capped (more adds nothing)."""
+    return min(int(getattr(args, "verbose", 0) or 0), MAX_VERBOSITY)
 
 
-def add_arguments(parser: argparse.ArgumentParser, inventory_required: bool = True) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    inventory_required: bool = True,
+    inventory_default: str = "with --resume/--attach, the run's own",
+) -> None:
+    """`inventory_default`: what an optional -i falls back to, in the command's own words."""
     inventory_help = "Ansible inventory (file or directory)"
     if not inventory_required:
-        inventory_help += "; with --resume/--attach, the run's own"
+        inventory_help += f"; {inventory_default}"
     parser.add_argument("-i", "--inventory", required=inventory_required, help=inventory_help)
     parser.add_argument("-l", "--limit", help="only these hosts (an Ansible host pattern)")
     parser.add_argument(
@@ -44,57 +54,3 @@ def add_arguments(parser: argparse.ArgumentParser, inventory_required: bool = Tr
         help="show ansible-playbook's output on stderr; -vv .. -vvvv for more detail",
     )
     parser.add_argument("--forks", type=int, help="hosts Ansible works on at once")
-
-
-def verbosity(args: argparse.Namespace) -> int:
-    return min(int(getattr(args, "verbose", 0) or 0), MAX_VERBOSITY)
-
-
-def check_extra_vars(values: Sequence[str] | None) -> list[str]:
-    """The -e values, each checked as ansible-playbook reads it (an @file made absolute).
-
-    Raises ExtraVarsError naming the bad value and why, as ansible-playbook would refuse it.
-    """
-    return [_checked(value) for value in values or ()]
-
-
-def extra_vars_args(values: Sequence[str]) -> list[str]:
-    """ansible-playbook arguments for checked -e values: ["-e", value, ...]."""
-    return [arg for value in values for arg in ("-e", value)]
-
-
-def _checked(value: str) -> str:
-    from ansible.errors import AnsibleError
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.parsing.splitter import parse_kv
-
-    if not value:
-        raise ExtraVarsError("-e: an empty value")
-    try:
-        if value.startswith("@"):
-            path = Path(value[1:]).expanduser()
-            if not path.is_file():
-                raise ExtraVarsError(f"-e {value}: {path}: no such file")
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
-                raise ExtraVarsError(f"-e {value}: cannot read {path}: {err}") from None
-            path = path.resolve()
-            value = f"@{path}"
-            if text.lstrip().startswith(VAULT_HEADER):
-                return value  # ansible-playbook decrypts it with the vault password it is given
-            data = DataLoader().load(text, file_name=str(path))
-        elif value[0] in "/.":
-            raise ExtraVarsError(f"-e {value}: a file of variables is given as @{value}")
-        elif value[0] in "[{":
-            data = DataLoader().load(value)
-        else:
-            data = parse_kv(value)
-            if "_raw_params" in data:  # words without `=`: ansible-playbook would drop them silently
-                raise ExtraVarsError(f"-e {value}: not key=value, JSON/YAML or @FILE")
-    except AnsibleError as err:
-        reason = " ".join(str(err.message if hasattr(err, "message") else err).split())
-        raise ExtraVarsError(f"-e {value}: {reason}") from None
-    if not isinstance(data, Mapping):
-        raise ExtraVarsError(f"-e {value}: not a mapping of variables (key=value, JSON/YAML or @FILE)")
-    return value

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bwtune import collection, exit_codes, runner
+from bwtune import ansible_run, collection, exit_codes
 from bwtune.commands import _playbook_options as playbook_options
 from bwtune.progress import TaskLines
 
@@ -33,8 +33,8 @@ class TaskPlaybookRun:
     """A finished run, or the exit code that ended it early (bad inventory, Ctrl-C)."""
 
     exit_code: int
-    inventory: runner.Inventory | None = None
-    outcome: runner.PlaybookRun | None = None
+    inventory: ansible_run.Inventory | None = None
+    outcome: ansible_run.PlaybookRun | None = None
 
 
 def run_task_playbook(
@@ -43,8 +43,8 @@ def run_task_playbook(
     """Run `playbook` with the command's options; `ansible_args` are more ansible-playbook arguments."""
     try:
         extra_vars = playbook_options.check_extra_vars(args.extra_vars)
-        inventory = runner.load_inventory(args.inventory, args.limit)
-    except (runner.InventoryError, playbook_options.ExtraVarsError) as exc:
+        inventory = ansible_run.load_inventory(args.inventory, args.limit)
+    except (ansible_run.InventoryError, playbook_options.ExtraVarsError) as exc:
         print(f"bwtune: {exc}", file=sys.stderr)
         return TaskPlaybookRun(EXIT_BAD_INPUT)
     path = collection.playbook(playbook)
@@ -54,8 +54,8 @@ def run_task_playbook(
             file=sys.stderr,
         )
         return TaskPlaybookRun(EXIT_BAD_INPUT, inventory)
-    with runner.cancel_on_interrupt() as cancel:
-        outcome = runner.run_playbook(
+    with ansible_run.cancel_on_interrupt() as cancel:
+        outcome = ansible_run.run_playbook(
             playbook,
             inventory,
             {},
@@ -73,10 +73,14 @@ def run_task_playbook(
     return TaskPlaybookRun(EXIT_OK, inventory, outcome)
 
 
-def report_failures(outcome: runner.PlaybookRun, what: str) -> int:
+def report_failures(outcome: ansible_run.PlaybookRun, what: str) -> int:
     """One stderr line per failed host; the exit code the run earns."""
     for failure in outcome.failures.values():
         print(f"bwtune: {failure.line()}", file=sys.stderr)
     if outcome.error:
         print(f"bwtune: the {what} playbook did not run: {outcome.error}", file=sys.stderr)
-    return EXIT_HOST_FAILED if outcome.failures or outcome.rc != 0 else EXIT_OK
+    failed = bool(outcome.failures) or outcome.rc != 0
+    if failed:
+        # The lines above are cut to one line each; the whole output of every task is here.
+        print(f"bwtune: the run's whole output: {outcome.artifact_dir}", file=sys.stderr)
+    return EXIT_HOST_FAILED if failed else EXIT_OK

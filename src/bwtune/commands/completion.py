@@ -19,9 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bwtune.cli import build_parser
-
-    script = bash_script(build_parser())
+    script = bash_script(args._parser)  # the whole parser, given by bwtune.cli
     if args.shell == "zsh":
         script = ZSH_PREAMBLE + script
     sys.stdout.write(script)

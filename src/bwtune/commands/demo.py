@@ -6,8 +6,9 @@ import argparse
 import os
 import sys
 
-from bwtune import collection, exit_codes, results_db, runner
-from bwtune.commands import sweep
+from bwtune import ansible_run, collection, exit_codes, store
+from bwtune.app import sweep_service
+from bwtune.commands._sweep_output import print_outcome
 
 NAME = "demo"
 HELP = "Sweep the demo matrix on localhost with the SGLang stand-in (simulated, no GPU needed)."
@@ -20,7 +21,7 @@ SCALE_ENV = "BWTUNE_STANDIN_STARTUP_SCALE"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strategy",
-        choices=sweep.STRATEGIES,
+        choices=sweep_service.STRATEGIES,
         help="how configs are chosen (default grid: the demo measures every config)",
     )
     parser.add_argument(
@@ -35,39 +36,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         request = _resume(args) if args.resume else _fresh(args)
-        results_db.check_writable()
-    except (sweep.BadInput, runner.InventoryError, results_db.StorageError) as exc:
+        store.check_writable()
+    except (sweep_service.BadInput, ansible_run.InventoryError, store.StorageError) as exc:
         print(f"bwtune: demo: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    outcome = sweep.run_sweep(request)
-    sweep.print_outcome(outcome, as_json=args.json)
+    outcome = sweep_service.run_sweep(request)
+    print_outcome(outcome, as_json=args.json)
     return outcome.exit_code
 
 
-def _fresh(args: argparse.Namespace) -> sweep.SweepRequest:
+def _fresh(args: argparse.Namespace) -> sweep_service.SweepRequest:
     root = collection.collection_root()
     # The settings go with the run (run_settings): a resume starts servers at the same scale.
     scale = os.environ.get(SCALE_ENV) or DEMO_STARTUP_SCALE
-    return sweep.SweepRequest(
-        inventory=runner.load_inventory(root / "inventory" / "local.yml"),
-        matrix=sweep.load_matrix(root / "examples" / "demo.yml"),
+    return sweep_service.SweepRequest(
+        inventory=ansible_run.load_inventory(root / "inventory" / "local.yml"),
+        matrix=sweep_service.load_matrix(root / "examples" / "demo.yml"),
         matrix_source=str(root / "examples" / "demo.yml"),
-        run_id=runner.new_run_id(),
+        run_id=ansible_run.new_run_id(),
         command=NAME,
         strategy=args.strategy or "grid",
-        node_results_dir=str(results_db.bwtune_home() / "sweeps"),
+        node_results_dir=str(store.bwtune_home() / "sweeps"),
         quiet=args.quiet,
         node_env={SCALE_ENV: scale},
     )
 
 
-def _resume(args: argparse.Namespace) -> sweep.SweepRequest:
-    saved = sweep.load_settings(args.resume, "--resume")
+def _resume(args: argparse.Namespace) -> sweep_service.SweepRequest:
+    saved = sweep_service.load_settings(args.resume, "--resume")
     if saved is None or saved.command != NAME:
-        raise sweep.BadInput(f"--resume {args.resume}: not a demo run (resume it with bwtune sweep --resume)")
-    matrix, source = sweep.saved_matrix(args.resume, "--resume")
-    return sweep.SweepRequest(
-        inventory=runner.load_inventory(saved.inventory),
+        raise sweep_service.BadInput(
+            f"--resume {args.resume}: not a demo run (resume it with bwtune sweep --resume)"
+        )
+    matrix, source = sweep_service.saved_matrix(args.resume, "--resume")
+    return sweep_service.SweepRequest(
+        inventory=ansible_run.load_inventory(saved.inventory),
         matrix=matrix,
         matrix_source=source,
         run_id=args.resume,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bwtune import exit_codes, results_db
+from bwtune import exit_codes, store
 from bwtune.matrix_file import MatrixFileError, load
 
 NAME = "import"
@@ -19,41 +19,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--matrix", metavar="MATRIX", help="the sweep matrix (YAML): its objective ranks configs"
     )
-    results_db.add_db_argument(parser)
+    parser.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="import the file's good lines and skip each damaged one (not JSON, or not a results "
+        "line), naming it in a warning, instead of refusing the whole file; exit 1 when one was skipped",
+    )
+    store.add_db_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         # The node's own rule: a torn last line (a kill mid-write) is skipped with a warning.
-        content = results_db.read_results_file(args.results, run_id=args.run_id)
+        # Streamed: line by line in batches, never the whole file in memory.
         matrix = _read_matrix(args.matrix) if args.matrix else None
-        conn = results_db.connect(args.db)
+        store.open_results_file(args.results, run_id=args.run_id).close()  # before any database
+        db_path = Path(args.db) if args.db else store.default_db_path()
+        created = not db_path.exists()
+        conn = store.connect(db_path)
         try:
-            summary = results_db.import_results(conn, content.records, run_id=args.run_id)
-            if matrix is not None:
-                for run_id in summary.run_ids:
-                    results_db.record_run(conn, run_id, matrix=matrix)
-        finally:
+            summary = store.import_results_file(
+                conn, args.results, run_id=args.run_id, skip_bad_lines=args.skip_bad_lines
+            )
+            for run_id in summary.run_ids:
+                if matrix is not None:
+                    store.record_run(conn, run_id, matrix=matrix)
+                elif (measured_for := store.measured_objective(conn, run_id)) is not None:
+                    # Ranked by what the node measured for, never by a default objective.
+                    store.record_run(conn, run_id, objective=measured_for)
+        except BaseException:
             conn.close()
-    except (results_db.ResultsFormatError, results_db.SchemaTooNewError, ValueError) as err:
+            if created:  # a damaged line stores nothing: not even the empty database made for it
+                for leftover in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+                    leftover.unlink(missing_ok=True)
+            raise
+        conn.close()
+    except (store.ResultsFormatError, store.SchemaTooNewError, ValueError) as err:
         print(f"bwtune import: {err}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    except results_db.DB_INPUT_ERRORS as err:
+    except store.DB_INPUT_ERRORS as err:
         print(
-            f"bwtune import: results database {args.db or results_db.default_db_path()}: {err}",
+            f"bwtune import: results database {args.db or store.default_db_path()}: {err}",
             file=sys.stderr,
         )
         return exit_codes.BAD_INPUT
-    for warning in content.warnings:
+    skipped = 0
+    for warning in summary.warnings:
         print(f"bwtune import: warning: {warning}", file=sys.stderr)
+        skipped += ": skipped a line that is not " in warning
     for replacement in summary.replaced:
         print(f"bwtune import: re-measured {replacement.line()}", file=sys.stderr)
     runs = ", ".join(summary.run_ids) or "(none: the file is empty)"
     print(
         f"imported {summary.total} results into run {runs}: "
         f"{summary.added} added, {summary.updated} re-measured, {summary.unchanged} unchanged"
+        + (f", {skipped} bad lines skipped" if skipped else "")
     )
-    return exit_codes.OK
+    # A skipped line is a result not stored: the import did what was asked, not all there was.
+    return exit_codes.HOST_FAILED if skipped else exit_codes.OK
 
 
 def _read_matrix(path: str) -> dict:

@@ -5,19 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
+from collections import Counter
 from typing import Any, TextIO
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, strategies
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import Plan, plan
+from ansible_collections.bwtune.sglang.plugins.module_utils.planner import VALID, Plan, plan
 from ansible_collections.bwtune.sglang.plugins.module_utils.rules import GPUS
-from bwtune import console, exit_codes, launch_cost, results_db
+from bwtune import console, exit_codes, launch_cost, store
+from bwtune.app.plan_service import estimate_cost
 from bwtune.matrix_file import MatrixFileError, load
 
 NAME = "plan"
 HELP = "Plan a sweep: expand MATRIX, prune refused configs (with reasons), list the launches."
+
+# A plan of more configs than this prints a summary (the counts, the configs pruned by each
+# reason, the first SUMMARY_ROWS launches) unless --all; a smaller one, every row.
+SUMMARY_OVER = 200
+SUMMARY_ROWS = 50
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sglang-version", metavar="V", help="plan for this SGLang release")
     parser.add_argument("--facts", metavar="FILE", help="node facts (JSON) for gpu: auto / version: auto")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON on stdout")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help=f"a row for every config (a plan of more than {SUMMARY_OVER} prints a summary)",
+    )
     # The GPU-hours estimate learns from measured launches of the plan's GPU in this database.
-    results_db.add_db_argument(parser)
+    store.add_db_argument(parser)
     # Before --json was every command's spelling; kept so scripts keep working, not listed.
     parser.add_argument("--format", choices=("table", "json"), help=argparse.SUPPRESS)
 
@@ -45,31 +56,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(plan_output(result, cost), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print_plan(result, cost)
+        print_plan(result, cost, every_row=args.all)
     return exit_codes.OK
-
-
-def estimate_cost(result: Plan, db: Path | None) -> launch_cost.LaunchCost:
-    """The cost of one launch: from the database's measured launches on the plan's GPU, else
-    the matrix's estimates. A database that cannot be read is said on stderr, never fatal."""
-    est = result.summary["estimate"]
-    matrix_startup_s = float(est["startup_s"])
-    matrix_workload_s = float(est["per_launch_s"]) - matrix_startup_s
-    lines: list[dict[str, Any]] = []
-    path = db if db is not None else results_db.default_db_path()
-    if path.is_file():
-        try:
-            conn = results_db.connect(path, create=False)  # planning never creates a database
-            try:
-                lines = results_db.launched_lines(conn, str(result.gpu))
-            finally:
-                conn.close()
-        except (results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
-            print(f"bwtune plan: {path}: {err}; estimating from the matrix", file=sys.stderr)
-    workloads = [str(w.get("name")) for w in (result.launches[0]["workloads"] if result.launches else [])]
-    return launch_cost.estimate(
-        lines, workloads, matrix_startup_s=matrix_startup_s, matrix_workload_s=matrix_workload_s
-    )
 
 
 def gpu_hours(result: Plan, cost: launch_cost.LaunchCost) -> float:
@@ -83,7 +71,7 @@ def plan_output(result: Plan, cost: launch_cost.LaunchCost) -> dict[str, Any]:
     estimate = out["summary"]["estimate"]
     estimate.update(cost.as_dict())
     estimate["gpu_hours"] = gpu_hours(result, cost)
-    return out
+    return results_contract.versioned(out)
 
 
 class _BadInput(Exception):
@@ -115,10 +103,21 @@ def _read_facts(path: str) -> dict[str, Any]:
     return facts
 
 
-def print_plan(result: Plan, cost: launch_cost.LaunchCost, stream: TextIO | None = None) -> None:
-    """One row per config (id, the axis values, status, first reason), then the summary."""
+def print_plan(
+    result: Plan, cost: launch_cost.LaunchCost, stream: TextIO | None = None, every_row: bool = True
+) -> None:
+    """One row per config (id, the axis values, status, first reason), then the summary.
+
+    Without `every_row`, a plan of more than SUMMARY_OVER configs (drawing 10,000 rows is
+    slow and no one reads them) shows its first SUMMARY_ROWS launches, the same summary,
+    the pruned configs counted by reason, and how to see every row."""
+    summarised = not every_row and len(result.configs) > SUMMARY_OVER
+    configs = result.configs
+    if summarised:
+        launches = [config for config in configs if config.status == VALID]
+        configs = (launches or configs)[:SUMMARY_ROWS]
     rows = []
-    for config in result.configs:
+    for config in configs:
         if config.reasons:
             first = config.reasons[0]
             more = f" (+{len(config.reasons) - 1})" if len(config.reasons) > 1 else ""
@@ -137,11 +136,42 @@ def print_plan(result: Plan, cost: launch_cost.LaunchCost, stream: TextIO | None
         f"about {hours} GPU-hours ({cost.startup_s:.0f} s startup, "
         f"{cost.per_launch_s:.0f} s per launch; {cost.describe()})\n{_by_strategy(result, cost)}"
     )
+    # Narrow terminals keep the id, the status and the first axes; the last axes go first.
+    axes = [console.Column(axis, keep=60 - min(index, 30)) for index, axis in enumerate(result.axes)]
     console.print_table(
-        ["id", *result.axes, "status", "reason"],
+        [
+            console.Column("id", keep=console.ALWAYS),
+            *axes,
+            console.Column("status", keep=95),
+            console.Column("reason", whole=False, keep=70),
+        ],
         rows,
         title=f"SGLang {result.sglang_version}{_rules_note(result)} on {result.gpu}: {result.model_path}",
         caption=caption,
+        stream=stream,
+    )
+    if summarised:
+        _print_reasons(result, stream)
+        shown = "launches" if configs[0].status == VALID else "configs (none is launched)"
+        print(
+            f"{len(rows)} of {len(result.configs)} rows shown (the first {len(rows)} {shown}, "
+            f"in plan order): --all shows every row, --json the whole plan",
+            file=stream if stream is not None else sys.stdout,
+        )
+
+
+def _print_reasons(result: Plan, stream: TextIO | None) -> None:
+    """How many configs each reason prunes, most first (a config pruned for several
+    reasons counts under each)."""
+    counts: Counter[str] = Counter()
+    for config in result.configs:
+        counts.update({f"{reason.kind}: {reason.rule}" for reason in config.reasons})
+    if not counts:
+        return
+    console.print_table(
+        [console.Column("configs", keep=console.ALWAYS), console.Column("pruned by", whole=False, keep=90)],
+        sorted(((n, reason) for reason, n in counts.items()), key=lambda row: (-row[0], row[1])),
+        title="pruned configs by reason (one pruned for several reasons counts under each):",
         stream=stream,
     )
 
@@ -158,14 +188,19 @@ def _by_strategy(result: Plan, cost: launch_cost.LaunchCost) -> str:
     gpu_seconds = cost.per_launch_s * result.summary["estimate"]["gpu_launches"]
     per_launch = gpu_seconds / 3600.0 / max(result.summary["launches"], 1)
     parts = []
-    for name, (fewest, most) in strategies.planned_launches(result.to_dict()).items():
+    plan_dict = result.to_dict()
+    for name, (fewest, most) in strategies.planned_launches(plan_dict).items():
         launches = str(fewest) if fewest == most else f"{fewest}-{most}"
         hours = f"{fewest * per_launch:.1f}" + ("" if fewest == most else f"-{most * per_launch:.1f}")
         parts.append(f"{name} {launches} launches ({hours} GPU-h)")
+    failing = strategies.launches_while_nothing_runs(plan_dict)
     return (
         "by strategy: " + ", ".join(parts) + "; screen and adaptive screen each launch first, "
-        "adaptive stops when nothing can win or a third of the configs are launched, then "
-        "re-measures up to two (docs/benchmarks.md, Search cost)"
+        "adaptive stops when nothing can win by more than the noise it measured or a third of "
+        "the configs are launched (failed ones included; while every launch fails it goes on "
+        f"until one runs, up to {failing} launches); each strategy then re-measures, up to "
+        "three launches, a winner whose lead is within the measured noise (docs/benchmarks.md, "
+        "Search on unseen landscapes)"
     )
 
 

@@ -1,11 +1,18 @@
 """`bwtune promote RUN_ID`: roll a sweep's best config (or a named one) out to the serving hosts.
 
-Only to the hosts of the config's hardware group (bwtune.hardware_group): the facts playbook
-first says which hosts of the inventory (or --limit) have the GPU and stack fingerprint the
-config was measured on; the others are left out, each with the reason. Then host by host
+Only to the hosts of the config's hardware group (bwtune.analysis.hardware_group, its
+same_stack grain): the facts playbook first says which hosts of the inventory (or --limit)
+have the GPUs (SM; count, model and interconnect where the run kept them) and the stack
+fingerprint the config was measured on; the others are left out, each with the reason. Then host by host
 (`serial: 1`, playbooks/promote.yml): the server role installs the config, the host must
 answer /health_generate and the sweep's correctness prompts, then the next host starts. A
-host that fails goes back to the config it ran before and the rollout stops.
+host that fails goes back to the config it ran before and the rollout stops; a host that ran
+no config before gets what the promotion made removed again (unit, files, folders, user).
+
+A simulated result (the stand-in's numbers) goes only to simulated hosts (`bwtune_simulated:
+true`, which serve the stand-in): for any other host it is refused before anything runs.
+`--check` runs the same playbook in Ansible's check mode: per host, the unit, its command line
+and the files it would write or create, and nothing written.
 """
 
 from __future__ import annotations
@@ -18,19 +25,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from bwtune import exit_codes, results_db, runner
+from bwtune import exit_codes, runner, store
+from bwtune.analysis.hardware_group import HardwareGroup, Selection, select
+from bwtune.app import facts_service
 from bwtune.commands import _playbook_options as playbook_options
-from bwtune.commands import facts as facts_command
-from bwtune.hardware_group import HardwareGroup, Selection, select
 from bwtune.report.launch import server_args
 
 NAME = "promote"
 HELP = "Roll a run's best config (or --config) out to its hardware group's hosts, one by one, with rollback."
 
 PROMOTE_PLAYBOOK = "promote.yml"
-FACTS_PLAYBOOK = facts_command.FACTS_PLAYBOOK
+FACTS_PLAYBOOK = facts_service.FACTS_PLAYBOOK
 RESOLVE_TASK = "Resolve the config to serve"
 PROMOTED_TASK = "Promoted"
+CHECK_TASK = "Would change"  # check mode: the server role's server_changes
 STOP_TASK = "Stop the rollout"
 ROLLED_BACK = "rolled back to "  # the words of STOP_TASK's message after a rollback
 
@@ -43,16 +51,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID", help="the sweep run whose config to promote")
     parser.add_argument("--config", metavar="ID", help="this config of the run instead of its best")
     playbook_options.add_arguments(parser)
-    results_db.add_db_argument(parser)
+    store.add_db_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout")
     parser.add_argument("--quiet", action="store_true", help="no per-host progress lines")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing: say per host what it would change (unit, command line, files)",
+    )
 
 
 @dataclass
 class HostOutcome:
     status: str = "not reached"  # promoted | rolled back | failed | not reached | left out
+    # --check: would change | unchanged (| failed | not reached | left out)
     changed_flags: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
+    would: dict[str, Any] | None = None  # --check: the server role's server_changes
 
 
 def choose_config(output: Mapping[str, Any], config_id: str | None) -> Mapping[str, Any]:
@@ -74,10 +89,14 @@ def choose_config(output: Mapping[str, Any], config_id: str | None) -> Mapping[s
     return ok[0]
 
 
-def measured_group(chosen: Mapping[str, Any], run_id: str) -> HardwareGroup:
-    """The hardware group the config was measured on; BadInput when the run did not record it."""
-    group = HardwareGroup.of_result(chosen)
-    missing = group.missing()
+def measured_group(
+    chosen: Mapping[str, Any], run_id: str, gpu_facts: Mapping[str, Any] | None = None
+) -> HardwareGroup:
+    """The hardware group the config was measured on (its line, and `gpu_facts`: what the run
+    kept of its host's GPUs); BadInput when the run did not record its GPU or stack."""
+    group = HardwareGroup.of_result(chosen, gpu_facts)
+    # GPU count, model and interconnect are compared where known; older runs lack them.
+    missing = [what for what in group.missing() if what in ("GPU", "stack fingerprint")]
     if missing:
         raise BadInput(
             f"run {run_id}: config {chosen['id']} (measured on {chosen['host']}) records no "
@@ -95,6 +114,20 @@ def nobody_line(selection: Selection, chosen: Mapping[str, Any], run_id: str, wh
     )
 
 
+def refuse_simulated(chosen: Mapping[str, Any], run_id: str, inventory: runner.Inventory) -> None:
+    """BadInput when a simulated result would go to a host that is not simulated."""
+    if not chosen.get("simulated"):
+        return
+    real = [host for host in inventory.hosts if not inventory.simulated(host)]
+    if real:
+        raise BadInput(
+            f"run {run_id}: config {chosen['id']} has simulated numbers (the stand-in's), and "
+            f"{', '.join(real)} {'is' if len(real) == 1 else 'are'} not simulated: a simulated result is "
+            "never promoted to a real server. For a demo, promote it to an inventory host with "
+            "bwtune_simulated: true (it serves the stand-in; see inventory/local.yml)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         extra_vars = playbook_options.check_extra_vars(args.extra_vars)
@@ -102,14 +135,16 @@ def run(args: argparse.Namespace) -> int:
         if not inventory.hosts:
             raise BadInput(f"inventory {args.inventory}: no hosts{' match --limit' if args.limit else ''}")
         try:
-            conn = results_db.connect(args.db, create=False)
-            output = results_db.build_run_output(conn, args.run_id)
-        except results_db.UnknownRunError as exc:
+            conn = store.connect_readonly(args.db)
+            output = store.build_run_output(conn, args.run_id)
+        except store.UnknownRunError as exc:
             raise BadInput(str(exc)) from None
-        except results_db.DB_INPUT_ERRORS as exc:
+        except store.DB_INPUT_ERRORS as exc:
             raise BadInput(f"results database: {exc}") from None
         chosen = choose_config(output, args.config)
-        group = measured_group(chosen, args.run_id)
+        kept = {host["host"]: host.get("gpu_facts") for host in store.run_hosts(conn, args.run_id)}
+        group = measured_group(chosen, args.run_id, kept.get(chosen["host"]))
+        refuse_simulated(chosen, args.run_id, inventory)
     except (BadInput, runner.InventoryError, playbook_options.ExtraVarsError) as exc:
         print(f"bwtune: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
@@ -132,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"bwtune: the facts playbook did not run: {gathered.error}", file=sys.stderr)
         return exit_codes.HOST_FAILED
     failed = {host: failure.line() for host, failure in gathered.failures.items()}
-    selection = select(group, inventory.hosts, facts_command.host_facts(gathered), failed)
+    selection = select(group, inventory.hosts, facts_service.host_facts(gathered), failed)
     if not selection.hosts:
         where = f"inventory {args.inventory}" + (f" (--limit {args.limit})" if args.limit else "")
         print(f"bwtune: {nobody_line(selection, chosen, args.run_id, where)}", file=sys.stderr)
@@ -144,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
         outcomes[host] = HostOutcome(status="left out", message=reason)
     if not args.json and not args.quiet:
         simulated = " (simulated numbers)" if chosen.get("simulated") else ""
-        print(f"promoting {chosen['id']} of run {args.run_id} (measured on {chosen['host']}{simulated})")
+        doing = "checking what promoting would change for" if args.check else "promoting"
+        print(f"{doing} {chosen['id']} of run {args.run_id} (measured on {chosen['host']}{simulated})")
         print(f"hardware group {group}: {', '.join(selection.hosts)}")
 
     seen_resolve: set[str] = set()
@@ -164,6 +200,16 @@ def run(args: argparse.Namespace) -> int:
             outcomes[host].changed_flags = list(event.res.get("changed_flags") or [])
             if not args.json and not args.quiet:
                 print(f"{host}: {describe_changes(outcomes[host].changed_flags)}")
+        elif event.task == CHECK_TASK and args.check:
+            would = event.res.get("msg")
+            outcomes[host].would = would if isinstance(would, dict) else {}
+        elif event.task == PROMOTED_TASK and args.check:
+            would = outcomes[host].would or {}
+            outcomes[host].status = (
+                "would change" if would.get("writes") or would.get("creates") else "unchanged"
+            )
+            if not args.json and not args.quiet:
+                print(describe_would(host, outcomes[host]))
         elif event.task == PROMOTED_TASK:
             outcomes[host].status = "promoted"
             if not args.json and not args.quiet:
@@ -178,9 +224,12 @@ def run(args: argparse.Namespace) -> int:
             limit=",".join(selection.hosts),
             on_event=on_event,
             cancel=cancel.event,
-            **common,
+            **{**common, "extra_args": [*common["extra_args"], *(["--check"] if args.check else [])]},
         )
     if outcome.canceled:
+        if args.check:
+            print("bwtune: promote --check cancelled; nothing was written", file=sys.stderr)
+            return exit_codes.CANCELED
         print("bwtune: promote cancelled; hosts already promoted keep the new config", file=sys.stderr)
         return exit_codes.CANCELED
     for host, failure in outcome.failures.items():
@@ -192,8 +241,21 @@ def run(args: argparse.Namespace) -> int:
     code = exit_codes.OK
     if outcome.failures or outcome.rc != 0 or selection.unknown:
         code = exit_codes.HOST_FAILED
-    print_outcome(promotion, group, outcomes, outcome.error, as_json=args.json)
+    print_outcome(promotion, group, outcomes, outcome.error, as_json=args.json, check=args.check)
     return code
+
+
+def describe_would(host: str, result: HostOutcome) -> str:
+    """--check: what the host would get, in a few lines."""
+    would = result.would or {}
+    if result.status == "unchanged":
+        return f"{host}: no change (serves this config already)"
+    lines = [f"{host}: would change {describe_changes(result.changed_flags)}"]
+    lines.append(f"  unit {would.get('unit')}: ExecStart={would.get('exec_start')}")
+    for word, key in (("write", "writes"), ("create", "creates")):
+        if would.get(key):
+            lines.append(f"  would {word}: {', '.join(str(w) for w in would[key])}")
+    return "\n".join(lines)
 
 
 def describe_changes(changes: list[dict[str, Any]]) -> str:
@@ -214,24 +276,28 @@ def print_outcome(
     error: str | None,
     *,
     as_json: bool,
+    check: bool = False,
 ) -> None:
     if as_json:
+        hosts: dict[str, dict[str, Any]] = {}
+        for host, o in sorted(outcomes.items()):
+            hosts[host] = {"status": o.status, "changed_flags": o.changed_flags, "message": o.message}
+            if check:
+                hosts[host]["would"] = o.would
         body = {
             "run_id": promotion["run_id"],
             "config_id": promotion["config_id"],
             "args": promotion["args"],
             "hardware_group": group.as_dict(),
-            "hosts": {
-                host: {"status": o.status, "changed_flags": o.changed_flags, "message": o.message}
-                for host, o in sorted(outcomes.items())
-            },
+            "check": check,
+            "hosts": hosts,
             "error": error,
         }
         json.dump(contract.versioned(body), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     for host, result in sorted(outcomes.items()):
-        if result.status == "promoted":
+        if result.status in ("promoted", "would change", "unchanged"):
             continue
         line = f"bwtune: host {host} {result.status}"
         # The first line says why; the journal tail that follows is in --json and -v output.

@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any
 
-from bwtune import runner
+from bwtune import ansible_run
 from bwtune.commands import _task_playbook as task_playbook
 
 NAME = "provision"
@@ -24,6 +24,14 @@ HELP = "Build and verify the SGLang stack on the inventory's hosts (provision.ym
 PROVISION_PLAYBOOK = "provision.yml"
 # The playbook's task whose stack_layout result names the stack and why it is new.
 FINGERPRINT_TASK = "Work out the stack fingerprint and what differs from the current stack"
+# The sgl_kernel role's check-mode note on a host that would take its group builder's wheel.
+WHEEL_SOURCE_TASK = "Say where the wheel would come from"
+# The playbook's stack_facts of the new stack: its facts fingerprint, the one `bwtune facts` shows.
+FACTS_TASK = "Read the new stack's facts"
+# stack_layout state=building: the failed attempts it deleted first (`removed`).
+BUILDING_TASK = "Record the stack's inputs before building"
+# stack_layout state=activate: the old stacks it kept because a process uses them (`kept_in_use`).
+ACTIVATE_TASK = "Check the stack against its inputs, mark it verified and make it current"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,24 +50,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object with each host's stack")
 
 
-def host_stacks(outcome: runner.PlaybookRun) -> dict[str, dict[str, Any]]:
+def host_stacks(outcome: ansible_run.PlaybookRun) -> dict[str, dict[str, Any]]:
     """host -> {fingerprint, current, is_current, verified, changes} from the fingerprint task."""
     found = outcome.results("bwtune.sglang.stack_layout", task=FINGERPRINT_TASK)
     keys = ("fingerprint", "current", "is_current", "verified", "changes", "stack_dir")
-    return {host: {k: res.get(k) for k in keys} for host, res in sorted(found.items())}
+    stacks = {host: {k: res.get(k) for k in keys} for host, res in sorted(found.items())}
+    for host, res in outcome.results("ansible.builtin.debug", task=WHEEL_SOURCE_TASK).items():
+        if host in stacks and res.get("msg"):
+            stacks[host]["wheel_from"] = " ".join(str(res["msg"]).split())
+    for host, res in outcome.results("bwtune.sglang.stack_facts", task=FACTS_TASK).items():
+        stack_facts = (res.get("ansible_facts") or {}).get("bwtune_stack") or {}
+        if host in stacks and stack_facts.get("fingerprint"):
+            stacks[host]["facts_fingerprint"] = stack_facts["fingerprint"]
+    for host, res in outcome.results("bwtune.sglang.stack_layout", task=BUILDING_TASK).items():
+        if host in stacks and res.get("removed"):
+            stacks[host]["removed_failed"] = list(res["removed"])
+    for host, res in outcome.results("bwtune.sglang.stack_layout", task=ACTIVATE_TASK).items():
+        if host in stacks and res.get("kept_in_use"):
+            stacks[host]["kept_in_use"] = dict(res["kept_in_use"])
+    return stacks
+
+
+def notes(host: str, stack: dict[str, Any]) -> list[str]:
+    """What else happened to the host's stacks: failed attempts deleted, old stacks kept in use."""
+    lines = []
+    if stack.get("removed_failed"):
+        lines.append(f"{host}: removed failed stack attempts {', '.join(stack['removed_failed'])}")
+    for fp, why in sorted((stack.get("kept_in_use") or {}).items()):
+        lines.append(
+            f"{host}: kept stack {fp} beyond provision_keep: in use ({why}); restart it onto current"
+        )
+    return lines
+
+
+def _facts_name(stack: dict[str, Any]) -> str:
+    """The other hash of the same stack, labelled: `bwtune facts` and sweep groups use it."""
+    found = stack.get("facts_fingerprint")
+    return (
+        f"; facts fingerprint {found} (installed versions and driver, as bwtune facts shows)" if found else ""
+    )
 
 
 def describe(host: str, stack: dict[str, Any], check: bool, failed: bool) -> str:
+    # The stack's name is the hash of its build inputs (its directory under bwtune_stack_root).
     fp = stack.get("fingerprint")
     if stack.get("is_current") and stack.get("verified"):
-        return f"{host}: stack {fp} is current, nothing to build"
+        return f"{host}: stack {fp} is current, nothing to build{_facts_name(stack)}"
     why = "; ".join(stack.get("changes") or []) or "not verified yet"
     if check:
         verb = "would become current" if stack.get("verified") else "would be built"
+        if stack.get("wheel_from"):
+            why += f"; {stack['wheel_from']}"
     elif failed:
         verb = f"failed (current stays at {stack.get('current') or 'none'})"
     else:
         verb = "built and current" if not stack.get("verified") else "made current"
+        why += _facts_name(stack)
     return f"{host}: stack {fp} {verb}: {why}"
 
 
@@ -90,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
         return code
     for host, stack in stacks.items():
         print(describe(host, stack, args.check, host in done.outcome.failures))
+        for line in notes(host, stack):
+            print(line)
     if code == task_playbook.EXIT_OK and not args.check:
         served = " and serving" if args.serve else ""
         print(f"provisioned{served}: {', '.join(done.outcome.hosts)}")

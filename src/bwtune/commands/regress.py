@@ -1,11 +1,11 @@
 """`bwtune regress`: measure the matrix's configs again and compare them with their history.
 
 Each repetition is a launch of every config: the first through `bwtune sweep`'s own path
-(`sweep.run_sweep`), the others as forced resumes of the same run (the database keeps each
+(`sweep_service.run_sweep`), the others as forced resumes of the same run (the database keeps each
 earlier launch as a superseded line). The run is tagged `regression`; the verdicts, change
 points and attribution come from `bwtune.regression_history`, the files from
 `bwtune.regression_outputs`. Exit codes: 0 no regression, 1 regression, 2 bad input or a
-failed run. docs/regression.md.
+failed run, 3 nothing measured (every launch failed: no verdict). docs/regression.md.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import dataclasses
 import json
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from bwtune import exit_codes, regression, regression_history, regression_outputs, report, results_db, runner
+from bwtune import exit_codes, regression, regression_history, regression_outputs, report, runner, store
+from bwtune.app import sweep_service
 from bwtune.commands import _playbook_options as playbook_options
-from bwtune.commands import sweep
 
 NAME = "regress"
 HELP = "Measure the matrix's configs with repetitions and compare them with their history (regressions)."
@@ -66,29 +67,29 @@ def run(args: argparse.Namespace) -> int:
         settings = regression.Settings(min_effect=args.min_effect)
         settings.check()
         if not 1 <= args.repetitions <= MAX_REPETITIONS:
-            raise sweep.BadInput(f"--repetitions {args.repetitions}: between 1 and {MAX_REPETITIONS}")
-        results_db.check_writable()
+            raise sweep_service.BadInput(f"--repetitions {args.repetitions}: between 1 and {MAX_REPETITIONS}")
+        store.check_writable()
         if args.baseline:
             _check_baseline(args.baseline)
         request = _request(args)
     except (
         ValueError,
-        sweep.BadInput,
+        sweep_service.BadInput,
         runner.InventoryError,
         playbook_options.ExtraVarsError,
-        results_db.StorageError,
+        store.StorageError,
         LookupError,
     ) as exc:
         print(f"bwtune regress: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    failed = measure(request, args.repetitions)
+    failed = measure(request, args.repetitions, quiet=args.quiet, estimate=_estimate(request.matrix))
     if failed is not None:
         return failed
-    conn = results_db.connect()
+    conn = store.connect()
     try:
-        results_db.tag_run(conn, request.run_id, regression_history.TAG)
+        store.tag_run(conn, request.run_id, regression_history.TAG)
         analysis = regression_history.analyze(conn, request.run_id, settings, baseline=args.baseline)
-        folder = results_db.run_dir(request.run_id)
+        folder = store.run_dir(request.run_id)
         written = regression_outputs.write_all(analysis, folder, args.textfile)
         if args.output_dir:
             written.update(
@@ -107,15 +108,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"report: {folder / 'report.html'}")
         for what, path in written.items():
             print(f"{what}: {path}")
-    return exit_codes.REGRESSION if analysis.regressed else exit_codes.OK
+    if analysis.regressed:
+        return exit_codes.REGRESSION
+    if not analysis.measured:
+        # Nothing to compare is never "no regression": the exit code a sweep gives it.
+        print(
+            f"bwtune regress: run {request.run_id} measured nothing: every launch of every config "
+            "failed; no verdict (the failures are in its report)",
+            file=sys.stderr,
+        )
+        return exit_codes.NOTHING_MEASURED
+    return exit_codes.OK
 
 
-def _request(args: argparse.Namespace) -> sweep.SweepRequest:
+def _request(args: argparse.Namespace) -> sweep_service.SweepRequest:
     extra_vars = playbook_options.check_extra_vars(args.extra_vars)
-    matrix = sweep.load_matrix(args.matrix)  # before the inventory: the cheaper check first
+    matrix = sweep_service.load_matrix(args.matrix)  # before the inventory: the cheaper check first
     _check_size(matrix, str(args.matrix))
     inventory = runner.load_inventory(args.inventory, args.limit)
-    request = sweep.SweepRequest(
+    request = sweep_service.SweepRequest(
         inventory=inventory,
         matrix=matrix,
         matrix_source=str(args.matrix),
@@ -140,26 +151,66 @@ def _check_size(matrix: dict[str, Any], source: str) -> None:
         return
     valid = sum(1 for c in configs if c["status"] == "valid")
     if valid > MAX_CONFIGS:
-        raise sweep.BadInput(
+        raise sweep_service.BadInput(
             f"{source}: {valid} configs; a regression matrix pins at most {MAX_CONFIGS} "
             "(the production config and a few alternates)"
         )
 
 
 def _check_baseline(name: str) -> None:
-    conn = results_db.connect()
+    conn = store.connect()
     try:
-        if results_db.get_baseline(conn, name) is None:
+        if store.get_baseline(conn, name) is None:
             raise LookupError(f"--baseline {name}: no such baseline (bwtune baseline list shows them)")
     finally:
         conn.close()
 
 
-def measure(request: sweep.SweepRequest, repetitions: int) -> int | None:
-    """Launch every config `repetitions` times; None when all went, else the exit code."""
+def _estimate(matrix: dict[str, Any]) -> tuple[float, str] | None:
+    """(seconds, where from) of one repetition before any ran: the plan's launches at the
+    cost `bwtune plan` gives them (measured launches of the GPU, else the matrix's estimates);
+    None when the controller cannot plan the matrix (`gpu: auto`)."""
+    from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+    from bwtune.app import plan_service
+
+    try:
+        result = plan(matrix)
+        cost = plan_service.estimate_cost(result, None)
+    except Exception:  # an estimate only: the node plans and refuses for itself
+        return None
+    launches = len(result.launches)
+    if not launches:
+        return None
+    return (
+        cost.per_launch_s * launches,
+        f"{launches} launches at {_duration(cost.per_launch_s)} ({cost.source})",
+    )
+
+
+def measure(
+    request: sweep_service.SweepRequest,
+    repetitions: int,
+    *,
+    quiet: bool = False,
+    estimate: tuple[float, str] | None = None,
+) -> int | None:
+    """Launch every config `repetitions` times; None when all went, else the exit code.
+
+    Before each repetition a line on stderr says which one it is and when the run should
+    end: from the time the repetitions so far took, before the first from `estimate`."""
+    took: list[float] = []
+    failed: dict[str, int] = {}  # failed launches so far, by class
     for number in range(1, repetitions + 1):
+        if not quiet:
+            line = progress_line(number, repetitions, took, estimate, failed)
+            print(f"bwtune regress: {line}", file=sys.stderr, flush=True)
         step = request if number == 1 else dataclasses.replace(request, resumed=True, force=True)
-        outcome = sweep.run_sweep(step)
+        started = _clock()
+        outcome = sweep_service.run_sweep(step)
+        took.append(_clock() - started)
+        # Each repetition launches every config again: its lines' failures are its own.
+        for name, count in ((outcome.output or {}).get("summary") or {}).get("failed", {}).items():
+            failed[name] = failed.get(name, 0) + int(count)
         for message in outcome.messages:
             if not message.startswith("replaced: "):  # every forced repetition replaces: no news
                 print(f"bwtune regress: {message}", file=sys.stderr)
@@ -177,13 +228,49 @@ def measure(request: sweep.SweepRequest, repetitions: int) -> int | None:
     return None
 
 
+_clock = time.monotonic
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
+
+
+def progress_line(
+    number: int,
+    repetitions: int,
+    took: list[float],
+    estimate: tuple[float, str] | None = None,
+    failed: dict[str, int] | None = None,
+) -> str:
+    """ "repetition 3/8; ETA 12m30s (6 left at 2m30s each, the mean of the 2 so far)", and
+    the launches that failed so far ("; failed launches so far: crashed 1 (...)")."""
+    head = f"repetition {number}/{repetitions}"
+    if failed:
+        counts = ", ".join(f"{name} {n}" for name, n in sorted(failed.items()))
+        head = f"{head}; failed launches so far: {counts} (kept and told, never compared as values)"
+    if not took:
+        if estimate is None:
+            return f"{head}; the ETA follows from this repetition's time"
+        each, source = estimate
+        return f"{head}; ETA about {_duration(each * repetitions)} (estimated: a repetition is {source})"
+    each = sum(took) / len(took)
+    left = repetitions - number + 1
+    return (
+        f"{head}; ETA {_duration(each * left)} ({left} left at {_duration(each)} each, "
+        f"the mean of the {len(took)} so far)"
+    )
+
+
 def _tag_anyway(run_id: str) -> None:
     """A failed regression run is still one: keep it tagged so its results are found."""
     try:
-        conn = results_db.connect()
+        conn = store.connect()
         try:
-            results_db.tag_run(conn, run_id, regression_history.TAG)
+            store.tag_run(conn, run_id, regression_history.TAG)
         finally:
             conn.close()
-    except (results_db.UnknownRunError, sqlite3.Error, OSError):
+    except (store.UnknownRunError, sqlite3.Error, OSError):
         pass

@@ -8,7 +8,7 @@ import os
 import sys
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
-from bwtune import console, exit_codes, results_db
+from bwtune import console, exit_codes, store
 
 NAME = "runs"
 HELP = "List past runs: hosts, results, failures and the best config of each."
@@ -16,24 +16,25 @@ HELP = "List past runs: hosts, results, failures and the best config of each."
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
-    results_db.add_db_argument(parser)
+    store.add_db_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    path = args.db or results_db.default_db_path()
+    path = args.db or store.default_db_path()
     try:
-        conn = results_db.connect(path, create=False)  # a reading command never creates one
+        conn = store.connect_readonly(path)  # a reading command never creates or changes one
+        store.print_notice(conn, "bwtune runs")
         try:
-            runs = results_db.list_runs(conn)
+            runs = store.list_runs(conn)
         finally:
             conn.close()
-    except results_db.MissingDatabaseError as err:
+    except store.MissingDatabaseError as err:
         if args.db is None and "BWTUNE_DB" not in os.environ:
             runs = []  # the default place, before any sweep: nothing yet, not an error
         else:
             print(f"bwtune runs: {err.args[0]}", file=sys.stderr)
             return exit_codes.BAD_INPUT
-    except (results_db.SchemaTooNewError, *results_db.DB_INPUT_ERRORS) as err:
+    except (store.SchemaTooNewError, *store.DB_INPUT_ERRORS) as err:
         print(f"bwtune runs: results database {path}: {err}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     if args.json:
@@ -44,7 +45,22 @@ def run(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-COLUMNS = ("RUN", "STARTED", "HOSTS", "RESULTS", "OK", "FAILED", "BEST", "OBJECTIVE", "")
+SIMULATED = "SIMULATED (bwtune stand-in)"
+# On a narrow terminal the run id, the simulated label, the best config and its value stay;
+# the others go in this order (bwtune.console): STARTED, RESULTS, HOSTS, OBJECTIVE, FAILED, OK.
+COLUMNS = (
+    console.Column("RUN", keep=console.ALWAYS),
+    console.Column("STARTED", keep=20),
+    console.Column("HOSTS", keep=30),
+    console.Column("RESULTS", keep=25),
+    console.Column("OK", keep=60),
+    console.Column("FAILED", keep=55),
+    console.Column("BEST", keep=90),
+    console.Column("VALUE", keep=85),
+    console.Column("OBJECTIVE", whole=False, keep=40),
+    # Never hidden; a narrow terminal gets the one word.
+    console.Column("", whole=False, keep=console.ALWAYS, compact=((SIMULATED, "SIMULATED"),)),
+)
 
 
 def print_runs(runs: list[dict]) -> None:
@@ -60,8 +76,8 @@ def print_runs(runs: list[dict]) -> None:
         rows.append(
             (
                 r["run_id"], r["created_at"], r["hosts"], r["results"], r["ok"],
-                r["failed"], best_text, f"{value} {objective['metric']} ({objective['goal']})",
-                "SIMULATED (bwtune stand-in)" if r["simulated"] else "",
+                r["failed"], best_text, value, f"{objective['metric']} ({objective['goal']})",
+                SIMULATED if r["simulated"] else "",
             )
         )  # fmt: skip
     console.print_table(COLUMNS, rows)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bwtune import results_db
+from bwtune import store
 from bwtune.report.html import render_html
 from bwtune.report.markdown import render_markdown
 from bwtune.report.model import SIMULATED_LABEL, ReportData, load_report
@@ -50,7 +50,7 @@ def _saved_regression(run_id: str) -> dict[str, Any] | None:
     """What `bwtune regress` saved for the run (regression.json in its folder), if anything:
     `bwtune report RUN` of a regression run keeps the history section."""
     try:
-        saved = json.loads((results_db.run_dir(run_id) / "regression.json").read_text(encoding="utf-8"))
+        saved = json.loads((store.run_dir(run_id) / "regression.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return saved if isinstance(saved, dict) and saved.get("run_id") == run_id and "configs" in saved else None

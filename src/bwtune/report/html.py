@@ -6,8 +6,11 @@ import json
 from html import escape
 from typing import Any
 
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import __version__
+from bwtune.analysis.capacity import slo_text, value_text
 from bwtune.report import svg
+from bwtune.report.launch import recipe_command
 from bwtune.report.model import (
     COLD_START_COLUMNS,
     COLD_START_NOTE,
@@ -15,6 +18,7 @@ from bwtune.report.model import (
     ReportData,
     Row,
     cold_start_rows,
+    failed_counts,
     launches_text,
 )
 from bwtune.report.regression_chart import regression_section
@@ -46,6 +50,7 @@ td.id { white-space:nowrap; }
 tr.best td { background:#f0fdf4; font-weight:600; }
 .status { font-size:12px; border-radius:4px; padding:1px 6px; white-space:nowrap; }
 .status.ok { background:#dcfce7; color:#166534; } .status.bad { background:#fee2e2; color:#991b1b; }
+.status.plan { background:#f1f5f9; color:#475569; }
 code, pre { font:12.5px/1.45 ui-monospace,"DejaVu Sans Mono",Menlo,monospace; }
 pre { background:#0f172a; color:#e2e8f0; border-radius:8px; padding:12px 14px; overflow:auto; margin:8px 0; }
 pre.log { max-height:260px; background:#1e293b; }
@@ -54,12 +59,14 @@ pre.log { max-height:260px; background:#1e293b; }
 details { border:1px solid var(--line); border-radius:8px; padding:8px 12px; margin:8px 0; }
 summary { cursor:pointer; font-weight:600; }
 table.facts { margin-top:12px; } table.facts th { width:110px; cursor:default; }
-.grid2 { display:grid; grid-template-columns:1fr 1fr; gap:16px; }
+.grid2 { display:grid; grid-template-columns:minmax(0,1fr) minmax(0,1fr); gap:16px; }
+.grid2 > div { min-width:0; } .grid2 pre { max-width:100%; }
 @media (max-width: 900px) { table.facts { margin-top:12px; } table.facts th { width:110px; cursor:default; }
-.grid2 { grid-template-columns:1fr; } }
+.grid2 { grid-template-columns:minmax(0,1fr); } }
 button.copy { float:right; font-size:12px; border:1px solid var(--line); background:white;
               border-radius:6px; padding:2px 8px; cursor:pointer; }
 footer { color:var(--muted); font-size:12px; text-align:center; }
+.left-out { background:#fffbeb; border:1px solid #fcd34d; border-radius:8px; padding:8px 12px; }
 .tie { color:#92400e; } span.tie { font-size:12px; white-space:nowrap; }
 span.launches { display:block; color:var(--muted); font-size:11px; font-weight:400; cursor:help; }
 """
@@ -140,6 +147,8 @@ def _summary(data: ReportData) -> str:
         ("workloads", ", ".join(data.workloads) or "none"),
         ("hosts", ", ".join(s["hosts"]) or "none"),
         ("failures", _counts(s["failed"]) or "none"),
+        ("earlier launches failed", failed_counts([f for _row, f in data.earlier_failures])
+         + " (re-measured configs; not in any value)" if data.earlier_failures else ""),
         ("not launched", _counts(s["not_launched"]) or "none"),
         ("screened out", f"{s['screened_out']} (ok on the short screen, not worth the full workloads)"
          if s["screened_out"] else ""),
@@ -149,7 +158,12 @@ def _summary(data: ReportData) -> str:
     ]  # fmt: skip
     facts = [(k, v) for k, v in facts if v]
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
-    return f'<div class="cards">{"".join(cards)}</div><table class="facts">{rows}</table>'
+    return f'<div class="cards">{"".join(cards)}</div>{_left_out(data)}<table class="facts">{rows}</table>'
+
+
+def _left_out(data: ReportData) -> str:
+    """A paged report (a big run) says what it shows and where the rest is."""
+    return f'<p class="left-out">{escape(data.left_out_text)}</p>' if data.left_out else ""
 
 
 def _ties(data: ReportData) -> str:
@@ -188,12 +202,16 @@ def _winner(data: ReportData) -> str:
         "<b>Launch command</b>"
         f'<pre id="launch-cmd">{escape(data.launch_command_multiline)}</pre></div>'
         '<div><button class="copy" data-target="host-vars">copy</button><b>host_vars for the server role</b>'
-        f'<pre id="host-vars">{escape(data.host_vars)}</pre></div></div>{_resolution(data)}'
+        f'<pre id="host-vars">{escape(data.host_vars)}</pre></div></div>'
+        '<p class="sub">Share it as a recipe another node verifies: '
+        f"<code>{escape(recipe_command(data.run_id, best.id, best.host))}</code> (docs/recipes.md)</p>"
+        f"{_resolution(data)}"
     )
 
 
 def _status(row: Row) -> str:
-    kind = "ok" if row.status == "ok" else "bad"
+    # Red is for launches that failed; pruned and duplicate are the plan's decisions (grey).
+    kind = "ok" if row.status == "ok" else ("bad" if contract.is_launched(row.status) else "plan")
     return f'<span class="status {kind}">{escape(row.status)}</span>'
 
 
@@ -207,9 +225,9 @@ def _marks(row: Row) -> str:
 
 def _launches(row: Row) -> str:
     """Under a re-measured config's value: "mean of N launches", each launch in its tooltip."""
-    if not row.launches:
+    if not row.launches_caption:
         return ""
-    tooltip = escape(launches_text(row, _fmt))
+    tooltip = escape(launches_text(row, _fmt) or row.launches_caption)
     return f'<span class="launches" title="{tooltip}">{escape(row.launches_caption)}</span>'
 
 
@@ -232,7 +250,8 @@ def _table(data: ReportData) -> str:
             f'<td class="num" data-sort="{sort_value}">{_fmt(row.objective)}{_launches(row)}</td>'
             f'<td class="num">{escape(ci)}</td><td class="num">{row.repetitions}</td></tr>'
         )
-    return f'<table class="sortable"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+    table = f'<table class="sortable"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+    return _left_out(data) + table
 
 
 def _bars(data: ReportData) -> str:
@@ -270,6 +289,80 @@ def _pareto(data: ReportData) -> str:
     )
 
 
+def _capacity(data: ReportData) -> str:
+    """Each capacity workload's search per config: the highest rate that met the SLO."""
+    head = (
+        "<tr><th>workload</th><th>config</th><th>host</th>"
+        '<th class="num">capacity</th><th>SLO</th><th class="num">last passing</th>'
+        '<th class="num">first failing</th><th class="num">rounds</th><th>note</th></tr>'
+    )
+    best = (data.best.host, data.best.id) if data.best else None
+    body = []
+    for row in data.capacity:
+        mark = " ★" if (row["host"], row["id"]) == best else ""
+        body.append(
+            f"<tr><td>{escape(row['workload'])}</td>"
+            f'<td class="id"><code>{escape(row["id"])}</code>{mark}</td>'
+            f'<td class="id">{escape(row["host"])}</td>'
+            f'<td class="num" data-sort="{escape(str(row["value"]))}">{escape(value_text(row))}</td>'
+            f'<td class="flags">{escape(slo_text(row["slo"]))}</td>'
+            f'<td class="num">{_fmt(row["last_passing"])}</td>'
+            f'<td class="num">{_fmt(row["first_failing"])}</td>'
+            f'<td class="num">{row["rounds"]}</td><td class="flags">{escape(row["reason"] or "")}</td></tr>'
+        )
+    sim = f" {SIMULATED_LABEL}: measured on the stand-in's load model." if data.simulated else ""
+    note = (
+        "The highest request rate (requests/s) at which every request succeeded and each SLO "
+        "percentile held, found by bracketing and bisection on the warm server (docs/capacity.md). "
+        "Capacity 0: no rate tried met the SLO; at least: every rate tried met it." + sim
+    )
+    return (
+        f'<p class="sub">{escape(note)}</p>'
+        f'<table class="sortable capacity"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+    )
+
+
+def _latency_fronts(data: ReportData) -> str:
+    """Per workload and latency percentile: the configs no other ok config beats on both
+    throughput and that latency, the winner marked wherever it lies."""
+    blocks = []
+    for front in data.latency_fronts:
+        latency, slo = front["latency_metric"], front["slo"]
+        shown = [p for p in front["points"] if p["on_front"] or p["is_best"]]
+        dominated = len(front["points"]) - sum(p["on_front"] for p in front["points"])
+        rows = []
+        for p in shown:
+            over = slo is not None and p["latency"] > slo
+            flags = ("front" if p["on_front"] else "dominated") + (", over the SLO" if over else "")
+            rows.append(
+                f'<tr class="{"best" if p["is_best"] else ""}"><td class="id"><code>{escape(p["id"])}</code>'
+                f'{" ★" if p["is_best"] else ""}</td><td class="id">{escape(p["host"])}</td>'
+                f'<td class="num">{_fmt(p["throughput"])}</td><td class="num">{_fmt(p["latency"])}</td>'
+                f"<td>{escape(flags)}</td></tr>"
+            )
+        slo_note = f"; SLO {escape(latency)} &lt;= {_fmt(slo)}" if slo is not None else ""
+        blocks.append(
+            f'<h3 class="front" data-workload="{escape(front["workload"])}" data-latency="{escape(latency)}">'
+            f"{escape(front['workload'])}: {escape(front['throughput_metric'])} vs {escape(latency)}</h3>"
+            f'<p class="sub">{len(front["points"]) - dominated} on the front; {dominated} ok configs '
+            "dominated (another has at least their throughput and at most their latency, and is better "
+            f"on one){slo_note}.</p>"
+            f'<table class="sortable"><thead><tr><th>config</th><th>host</th>'
+            f'<th class="num">{escape(front["throughput_metric"])}</th><th class="num">{escape(latency)}</th>'
+            f"<th>on the front</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+    sim = f" {SIMULATED_LABEL}: stand-in numbers." if data.simulated else ""
+    note = (
+        "Each ok config on each workload is a point: higher throughput and lower latency are better. "
+        "Failed and not-launched configs are never on a front. ★: the winner by the objective." + sim
+    )
+    # One chart: the objective's workload at the first percentile it has (the tables have all).
+    workload = data.objective.get("workload")
+    drawn = next((f for f in data.latency_fronts if f["workload"] == workload), data.latency_fronts[0])
+    chart = svg.latency_front_chart(drawn, simulated=data.simulated)
+    return f'{chart}<p class="sub">{escape(note)}</p>{"".join(blocks)}'
+
+
 def _cold_start(data: ReportData) -> str:
     rows = cold_start_rows(data)
     if not rows:
@@ -301,7 +394,8 @@ def _cold_start(data: ReportData) -> str:
 
 
 def _failures(data: ReportData) -> str:
-    blocks = [] if data.failures else ['<p class="sub">No launch failed.</p>']
+    none = not data.failures and not data.earlier_failures
+    blocks = ['<p class="sub">No launch failed.</p>'] if none else []
     for klass, rows in data.failures.items():
         items = []
         for row in rows:
@@ -313,6 +407,19 @@ def _failures(data: ReportData) -> str:
                 f'<p class="flags">{escape(row.label)}</p><pre class="log">{escape(tail)}</pre></details>'
             )
         blocks.append(f'<h3>{escape(klass)} <span class="flags">({len(rows)})</span></h3>{"".join(items)}')
+    if data.earlier_failures:
+        items = [
+            f"<details><summary><code>{escape(row.id)}</code> @ {escape(row.host)}, attempt "
+            f"{escape(str(failed['attempt']))}: {escape(failed['status'])}: {escape(failed['message'])}"
+            f'</summary><p class="flags">{escape(row.label)}'
+            + (f" (log {escape(str(failed['log_path']))})" if failed.get("log_path") else "")
+            + f'</p><pre class="log">{escape(chr(10).join(failed["log_tail"]))}</pre></details>'
+            for row, failed in data.earlier_failures
+        ]
+        blocks.append(
+            "<h3>Earlier launches of re-measured configs that failed "
+            f'<span class="flags">({len(data.earlier_failures)})</span></h3>{"".join(items)}'
+        )
     if data.not_launched:
         items = []
         for klass, rows in data.not_launched.items():
@@ -362,7 +469,21 @@ def render_html(data: ReportData) -> str:
         _section(data, "summary", "Plan summary", _summary(data)),
         _section(data, "winner", "Winning config", _winner(data)),
         _section(data, "objective", "Objective per config", _bars(data)),
+        *(
+            [_section(data, "capacity", "Capacity under the latency SLO", _capacity(data))]
+            if data.capacity
+            else []
+        ),
         _section(data, "pareto", "Throughput vs per-request decode rate", _pareto(data)),
+        *(
+            [
+                _section(
+                    data, "latency", "Throughput vs latency percentile (Pareto front)", _latency_fronts(data)
+                )
+            ]
+            if data.latency_fronts
+            else []
+        ),
         _section(data, "configs", "Configs", _table(data)),
         _section(data, "cold-start", "Cold start per launch", _cold_start(data)),
         _section(data, "failures", "Failures by class, and configs not launched", _failures(data)),

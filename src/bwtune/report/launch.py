@@ -133,3 +133,11 @@ def host_vars_snippet(result: Mapping[str, Any], *, run_id: str | None = None) -
     notes = "".join(f"# SGLang resolves: {change}\n" for change in resolution(result))
     body = yaml.safe_dump(host_vars(result), sort_keys=False, default_flow_style=False, width=1000)
     return f"{header}\n{notes}{body}"
+
+
+def recipe_command(run_id: str, config_id: str, host: str) -> str:
+    """The command that shares a run's config, as measured on `host`, as a recipe (`bwtune
+    recipe export`, docs/recipes.md)."""
+    words = (run_id, config_id, host, f"recipe-{config_id}.json")
+    run, config, on, out = (shlex.quote(word) for word in words)
+    return f"bwtune recipe export {run} --config {config} --host {on} -o {out}"

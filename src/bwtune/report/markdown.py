@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from bwtune.analysis.capacity import slo_text, value_text
+from bwtune.report.launch import recipe_command
 from bwtune.report.model import (
     COLD_START_COLUMNS,
     COLD_START_NOTE,
     SIMULATED_LABEL,
     ReportData,
     cold_start_rows,
+    failed_counts,
     launches_text,
 )
 
@@ -35,6 +38,8 @@ def render_markdown(data: ReportData) -> str:
     s = data.summary
 
     out += [f"## Plan summary{sim}", ""]
+    if data.left_out:
+        out += [f"> {data.left_out_text}", ""]
     out.append(f"- objective: {data.objective_text}")
     out.append(f"- plan: {data.plan_text}")
     out.append(
@@ -47,6 +52,11 @@ def render_markdown(data: ReportData) -> str:
     )
     if s["failed"]:
         out.append("- failures: " + ", ".join(f"{k} {v}" for k, v in s["failed"].items()))
+    if data.earlier_failures:
+        out.append(
+            "- earlier launches that failed (re-measured configs; not in any value): "
+            + failed_counts([failed for _row, failed in data.earlier_failures])
+        )
     if s["not_launched"]:
         out.append("- not launched: " + ", ".join(f"{k} {v}" for k, v in s["not_launched"].items()))
     if s["screened_out"]:
@@ -93,18 +103,25 @@ def render_markdown(data: ReportData) -> str:
             data.host_vars.rstrip("\n"),
             "```",
             "",
+            "Share it as a recipe another node verifies: "
+            f"`{recipe_command(data.run_id, best.id, best.host)}` (docs/recipes.md).",
+            "",
         ]
         if data.resolution:
             out += ["SGLang resolves these arguments itself (the plan's recorded resolution):", ""]
             out += [f"- `{change}`" for change in data.resolution] + [""]
 
+    out += _capacity(data, sim)
+
     out += [f"## Configs{sim}", ""]
+    if data.left_out:
+        out += [f"> {data.left_out_text}", ""]
     out.append(f"| # | config | host | status | varying flags | {data.objective['metric']} | 95% CI | reps |")
     out.append("|---:|---|---|---|---|---:|---:|---:|")
     for rank, row in enumerate(data.rows, start=1):
         ci = f"{_fmt(row.ci95[0])} \u2013 {_fmt(row.ci95[1])}" if row.ci95 else NA
         star = " ★" if row.is_best else (" ≈ tied" if row.tied_with_best else "")
-        value = _fmt(row.objective) + (f" ({row.launches_caption})" if row.launches else "")
+        value = _fmt(row.objective) + (f" ({row.launches_caption})" if row.launches_caption else "")
         out.append(
             f"| {rank} | `{row.id}`{star} | {_cell(row.host)} | {row.status} | {_cell(row.label)} "
             f"| {value} | {ci} | {row.repetitions} |"
@@ -133,11 +150,13 @@ def render_markdown(data: ReportData) -> str:
         out.append("No ok config reports throughput and decode rate.")
     out.append("")
 
+    out += _latency_fronts(data, sim)
+
     out += [f"## Cold start per launch{sim}", ""]
     out += _cold_start(data)
 
     out += [f"## Failures by class, and configs not launched{sim}", ""]
-    if not data.failures:
+    if not data.failures and not data.earlier_failures:
         out += ["No launch failed.", ""]
     for klass, rows in data.failures.items():
         out += [f"### {klass} ({len(rows)})", ""]
@@ -147,6 +166,18 @@ def render_markdown(data: ReportData) -> str:
             tail = failure.get("log_tail") or []
             if tail:
                 out += ["  ```text", *[f"  {line}" for line in tail[-20:]], "  ```", ""]
+
+    if data.earlier_failures:
+        out += [f"### Earlier launches of re-measured configs that failed ({len(data.earlier_failures)})", ""]
+        for row, failed in data.earlier_failures:
+            log = f"; log {failed['log_path']}" if failed.get("log_path") else ""
+            out += [
+                f"- `{row.id}` @ {row.host}, attempt {failed['attempt']}: {failed['status']}: "
+                f"{failed['message']} ({row.label}{log})",
+                "",
+            ]
+            if failed["log_tail"]:
+                out += ["  ```text", *[f"  {line}" for line in failed["log_tail"][-20:]], "  ```", ""]
 
     if data.not_launched:
         out += ["### Not launched (the plan decided; not failures)", ""]
@@ -185,4 +216,69 @@ def _cold_start(data: ReportData) -> list[str]:
             f"| `{row.id}` | {_cell(row.host)} | {row.status} | {_cell(str(cold.get('reached')))} | {cells} |"
         )
     out.append("")
+    return out
+
+
+def _capacity(data: ReportData, sim: str) -> list[str]:
+    """The capacity workloads' searches (none: no section)."""
+    if not data.capacity:
+        return []
+    out = [f"## Capacity under the latency SLO{sim}", ""]
+    note = (
+        "The highest request rate at which every request succeeded and each SLO percentile held "
+        "(docs/capacity.md). Capacity 0: no rate tried met the SLO; at least: every rate tried met it."
+    )
+    if data.simulated:
+        note += f" **{SIMULATED_LABEL}**: measured on the stand-in's load model."
+    out += [note, ""]
+    out.append("| workload | config | host | capacity | SLO | last passing | first failing | rounds | note |")
+    out.append("|---|---|---|---:|---|---:|---:|---:|---|")
+    best = (data.best.host, data.best.id) if data.best else None
+    for row in data.capacity:
+        star = " ★" if (row["host"], row["id"]) == best else ""
+        out.append(
+            f"| {_cell(row['workload'])} | `{row['id']}`{star} | {_cell(row['host'])} | {value_text(row)} "
+            f"| {_cell(slo_text(row['slo']))} | {_fmt(row['last_passing'])} | {_fmt(row['first_failing'])} "
+            f"| {row['rounds']} | {_cell(row['reason'] or '')} |"
+        )
+    out.append("")
+    return out
+
+
+def _latency_fronts(data: ReportData, sim: str) -> list[str]:
+    """Per workload and latency percentile, the configs on the throughput/latency front."""
+    if not data.latency_fronts:
+        return []
+    out = [f"## Throughput vs latency percentile (Pareto front){sim}", ""]
+    note = (
+        "Each ok config on each workload is a point; higher throughput and lower latency are better. "
+        "Listed: the configs on the front (no other ok config has at least their throughput and at "
+        "most their latency, better on one) and the winner (★). Failed and not-launched configs are "
+        "never on a front."
+    )
+    if data.simulated:
+        note += f" **{SIMULATED_LABEL}**: stand-in numbers."
+    out += [note, ""]
+    for front in data.latency_fronts:
+        latency, slo = front["latency_metric"], front["slo"]
+        points = front["points"]
+        on = sum(p["on_front"] for p in points)
+        slo_note = f"; SLO {latency} <= {_fmt(slo)}" if slo is not None else ""
+        out += [
+            f"### {front['workload']}: {front['throughput_metric']} vs {latency}",
+            "",
+            f"{on} on the front, {len(points) - on} dominated{slo_note}.",
+            "",
+            f"| config | host | {front['throughput_metric']} | {latency} | on the front |",
+            "|---|---|---:|---:|---|",
+        ]
+        for p in points:
+            if not (p["on_front"] or p["is_best"]):
+                continue
+            over = ", over the SLO" if slo is not None and p["latency"] > slo else ""
+            out.append(
+                f"| `{p['id']}`{' ★' if p['is_best'] else ''} | {_cell(p['host'])} | {_fmt(p['throughput'])} "
+                f"| {_fmt(p['latency'])} | {'front' if p['on_front'] else 'dominated'}{over} |"
+            )
+        out.append("")
     return out

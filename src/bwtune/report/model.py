@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from bwtune import regression, results_db
+from bwtune import regression, store
+from bwtune.analysis import capacity as capacity_view
+from bwtune.analysis import pareto as latency_pareto
 from bwtune.report import launch
 
 SIMULATED_LABEL = "SIMULATED (bwtune stand-in)"
@@ -17,6 +19,12 @@ DECODE_RATE = "output_tok_s_per_request"
 THROUGHPUT = "output_throughput"
 # The longest bar-chart detail line; longer labels shorten each value, never the differing end.
 LABEL_MAX = 58
+# A run with more results than FULL_REPORT_MAX gets a paged report (issue 21 #15): its top
+# REPORT_TOP ok configs by the objective, the first REPORT_PER_STATUS of every other status,
+# and the counts of all; the rest is in `bwtune export`.
+FULL_REPORT_MAX = 500
+REPORT_TOP = 100
+REPORT_PER_STATUS = 10
 
 
 @dataclass(frozen=True)
@@ -37,11 +45,19 @@ class Row:
     # A config launched more than once on its stack: each launch oldest first (the --json
     # result's objective_launches); `objective` is then their mean, what the ranking used.
     launches: tuple[dict[str, Any], ...] = ()
+    # Earlier launches of this config on this host that failed (a re-measure, a repetition of
+    # `bwtune regress`): never in its value, always told beside it. Each: attempt, status,
+    # message, log_tail, log_path.
+    failed_launches: tuple[dict[str, Any], ...] = ()
 
     @property
     def launches_caption(self) -> str:
-        """The caption of a re-measured config's value (mean of N launches), else empty."""
-        return f"mean of {len(self.launches)} launches" if self.launches else ""
+        """The caption of a re-measured config's value ("mean of 7 launches; crashed 1 more"),
+        else empty."""
+        parts = [f"mean of {len(self.launches)} launches"] if self.launches else []
+        if self.failed_launches:
+            parts.append(f"{failed_counts(self.failed_launches)} more (not in the value)")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,26 @@ class ReportData:
     label_axes: list[str] = field(default_factory=list)  # what short_label's values are
     resolution: list[str] = field(default_factory=list)  # what SGLang changes in the winner's argv
     regression: dict[str, Any] | None = None  # bwtune regress's analysis (regression_history.to_dict)
+    # Earlier launches of re-measured configs that failed, oldest first (Row.failed_launches
+    # of every row): the summary's `failed` counts current lines only.
+    earlier_failures: list[tuple[Row, dict[str, Any]]] = field(default_factory=list)
+    left_out: int = 0  # results of a big run the report does not show (FULL_REPORT_MAX)
+    # Capacity workloads' searches (analysis.capacity.capacity_rows), highest first per workload.
+    capacity: list[dict[str, Any]] = field(default_factory=list)
+    # Throughput against a latency percentile, per workload (analysis.pareto.fronts).
+    latency_fronts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def left_out_text(self) -> str:
+        """What a paged report shows and where the rest is ("" when it shows every result)."""
+        if not self.left_out:
+            return ""
+        return (
+            f"This run has {self.summary['results']:,} results: shown are the top {REPORT_TOP} ok configs "
+            f"by the objective and the first {REPORT_PER_STATUS} of every other status "
+            f"({len(self.rows):,} rows); {self.left_out:,} rows are left out. The counts cover every result. "
+            f"Every row: bwtune export {self.run_id} --format csv (or --format json)."
+        )
 
     @property
     def objective_text(self) -> str:
@@ -92,15 +128,28 @@ class ReportData:
         return plan_text(self.plan)
 
 
-def load_report(conn: sqlite3.Connection, run_id: str) -> ReportData:
-    output = results_db.build_run_output(conn, run_id)
+def load_report(conn: sqlite3.Connection, run_id: str, *, full_max: int | None = None) -> ReportData:
+    """The report's data; a run with more than `full_max` (FULL_REPORT_MAX) results is
+    paged: its top configs and the counts of all (left_out_text)."""
+    total = store.result_count(conn, run_id)
+    keys = None
+    if total > (FULL_REPORT_MAX if full_max is None else full_max):
+        keys = store.report_keys(conn, run_id, top=REPORT_TOP, per_status=REPORT_PER_STATUS)
+    output = store.build_run_output(conn, run_id, keys)
     summary = output["summary"]
     objective = summary["objective"]
     best_key = (output["best"]["host"], output["best"]["id"]) if output["best"] else None
     varying = _varying_flags(output["results"])
-    matrix_axes = list((results_db.get_run(conn, run_id).matrix or {}).get("axes") or {})
+    matrix_axes = list((store.get_run(conn, run_id).matrix or {}).get("axes") or {})
     axes = _varying_axes(output["results"], matrix_axes)
-    rows = [_row(result, objective, varying, axes, best_key) for result in output["results"]]
+    earlier = _earlier_failures(conn, run_id)
+    rows = [
+        replace(
+            _row(result, objective, varying, axes, best_key),
+            failed_launches=tuple(earlier.get((result["host"], result["id"]), ())),
+        )
+        for result in output["results"]
+    ]
     rows.sort(key=lambda r: _row_order(r, objective))
     best = next((r for r in rows if r.is_best), None)
     if best is not None:
@@ -124,10 +173,14 @@ def load_report(conn: sqlite3.Connection, run_id: str) -> ReportData:
         best=best,
         pareto=_pareto(rows),
         failures=dict(sorted(failures.items())),
-        hosts=results_db.run_hosts(conn, run_id),
+        hosts=store.run_hosts(conn, run_id),
         workloads=summary["workloads"],
         not_launched=dict(sorted(not_launched.items())),
         label_axes=axes,
+        earlier_failures=[(row, failed) for row in rows for failed in row.failed_launches],
+        left_out=int(summary.get("left_out") or 0),
+        capacity=capacity_view.capacity_rows(output["results"], simulated=summary["simulated"]),
+        latency_fronts=latency_pareto.fronts(output),
     )
     if best is None:
         return data
@@ -138,6 +191,33 @@ def load_report(conn: sqlite3.Connection, run_id: str) -> ReportData:
         host_vars=launch.host_vars_snippet(best.result, run_id=run_id),
         resolution=launch.resolution(best.result),
     )
+
+
+def _earlier_failures(conn: sqlite3.Connection, run_id: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(host, config id) -> its superseded launches that failed, oldest first."""
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for line in store.superseded_results(conn, run_id):
+        if not contract.is_failed(line.get("status")):
+            continue
+        failure = line.get("failure") or {}
+        found.setdefault((str(line["host"]), str(line["config_id"])), []).append(
+            {
+                "attempt": line.get("attempt"),
+                "status": line["status"],
+                "message": failure.get("message") or "",
+                "log_tail": list(failure.get("log_tail") or []),
+                "log_path": failure.get("log_path"),
+            }
+        )
+    return found
+
+
+def failed_counts(failed: Sequence[dict[str, Any]]) -> str:
+    """ "crashed 1, oom 2" for failed launches."""
+    counts: dict[str, int] = {}
+    for one in failed:
+        counts[str(one["status"])] = counts.get(str(one["status"]), 0) + 1
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
 
 
 def _row_order(row: Row, objective: dict[str, Any]) -> tuple[Any, ...]:
@@ -231,7 +311,10 @@ def launches_text(row: Row, fmt: Callable[[float | None], str]) -> str:
     if not row.launches:
         return ""
     each = "; ".join(f"attempt {n['attempt']}: {fmt(n['value'])}" for n in row.launches)
-    return f"{row.launches_caption}: {each}"
+    failed = "".join(
+        f"; attempt {f['attempt']}: {f['status']} (not in the value)" for f in row.failed_launches
+    )
+    return f"mean of {len(row.launches)} launches: {each}{failed}"
 
 
 # The cold-start columns a report shows, in phase order: (results line key, caption).

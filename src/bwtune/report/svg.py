@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import Any
 
 from bwtune.report.model import ParetoPoint
 
@@ -31,6 +33,17 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
+def tick_labels(ticks: list[float]) -> list[str]:
+    """Axis labels with the decimals the step needs (`1,002.5`, never `1,002` next to
+    `1,005`): evenly spaced ticks read evenly spaced."""
+    steps = [b - a for a, b in itertools.pairwise(ticks) if b > a]
+    step = min(steps) if steps else 1.0
+    decimals = 0
+    while decimals < 6 and abs(round(step, decimals) - step) > step * 1e-9:
+        decimals += 1
+    return [f"{tick:,.{decimals}f}" for tick in ticks]
+
+
 def _fmt(value: float) -> str:
     if abs(value) >= 100 or value == int(value):
         return f"{value:,.0f}"
@@ -40,11 +53,14 @@ def _fmt(value: float) -> str:
 
 
 def _text(x: float, y: float, text: str, *, anchor: str = "start", size: int = 12, cls: str = "",
-          weight: str = "normal", fill: str = "#1f2937") -> str:  # fmt: skip
+          weight: str = "normal", fill: str = "#1f2937", middle: bool = False) -> str:  # fmt: skip
+    """`middle`: `y` is the text's vertical centre (an axis label on its grid line, at any
+    font size), else its baseline."""
     klass = f' class="{cls}"' if cls else ""
+    centre = ' dominant-baseline="central"' if middle else ""
     return (
         f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}" font-weight="{weight}" '
-        f'fill="{fill}"{klass}>{escape(text)}</text>'
+        f'fill="{fill}"{centre}{klass}>{escape(text)}</text>'
     )
 
 
@@ -81,10 +97,10 @@ def bar_chart(bars: Sequence[Bar], *, title: str, unit: str, simulated: bool) ->
         _watermark(width, height, simulated),
     ]
     axis_y = top + row_h * len(bars)
-    for tick in ticks:
+    for tick, text in zip(ticks, tick_labels(ticks), strict=True):
         x = left + tick * scale
         parts.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{axis_y}" stroke="#e5e7eb"/>')
-        parts.append(_text(x, axis_y + 16, _fmt(tick), anchor="middle", size=11, fill=AXIS_COLOR))
+        parts.append(_text(x, axis_y + 16, text, anchor="middle", size=11, fill=AXIS_COLOR))
     parts.append(_text(left + plot_w / 2, axis_y + 34, unit, anchor="middle", size=12, fill=AXIS_COLOR))
     for index, bar in enumerate(bars):
         y = top + index * row_h
@@ -148,14 +164,14 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
         ),
         _watermark(width, height, simulated),
     ]
-    for tick in x_ticks:
+    for tick, text in zip(x_ticks, tick_labels(x_ticks), strict=True):
         x = sx(tick)
         parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#e5e7eb"/>')
-        parts.append(_text(x, top + plot_h + 16, _fmt(tick), anchor="middle", size=11, fill=AXIS_COLOR))
-    for tick in y_ticks:
+        parts.append(_text(x, top + plot_h + 16, text, anchor="middle", size=11, fill=AXIS_COLOR))
+    for tick, text in zip(y_ticks, tick_labels(y_ticks), strict=True):
         y = sy(tick)
         parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#e5e7eb"/>')
-        parts.append(_text(left - 8, y + 4, _fmt(tick), anchor="end", size=11, fill=AXIS_COLOR))
+        parts.append(_text(left - 8, y, text, anchor="end", size=11, fill=AXIS_COLOR, middle=True))
     parts.append(
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="{AXIS_COLOR}"/>'
     )
@@ -203,5 +219,92 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
         parts.append(f'<circle cx="{lx}" cy="{ly}" r="6" fill="white" stroke="#111827" stroke-width="1.5"/>')
     parts.append(_text(lx + 12, ly + 4, "Pareto frontier", size=12))
     parts.append(_text(lx + 12, ly + 20, "(outlined points)", size=11, fill="#6b7280"))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def latency_front_chart(front: dict[str, Any], *, simulated: bool) -> str:
+    """One throughput/latency front (analysis.pareto.fronts): latency across (left is
+    better), throughput up, the front joined, the winner ringed, the SLO's threshold as a
+    vertical line."""
+    width, height = 1100, 460
+    left, right, top, bottom = 80, 220, 34, 56
+    plot_w, plot_h = width - left - right, height - top - bottom
+    points, slo = front["points"], front["slo"]
+    latency, throughput = front["latency_metric"], front["throughput_metric"]
+    xs = [p["latency"] for p in points] + ([slo] if slo is not None else [])
+    ys = [p["throughput"] for p in points]
+    x_ticks = nice_ticks(min(xs) * 0.9, max(xs) * 1.05)
+    y_ticks = nice_ticks(0.0, max(ys) * 1.05)
+
+    def sx(v: float) -> float:
+        return left + (v - x_ticks[0]) / (x_ticks[-1] - x_ticks[0]) * plot_w
+
+    def sy(v: float) -> float:
+        return top + plot_h - (v - y_ticks[0]) / (y_ticks[-1] - y_ticks[0]) * plot_h
+
+    title = f"{front['workload']}: {throughput} vs {latency} (up and left is better)"
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart latency-front-chart" viewBox="0 0 {width} '
+        f'{height}" role="img" aria-label="{escape(title)}">',
+        _text(0, 18, title, size=14, weight="bold"),
+        _watermark(width, height, simulated),
+    ]
+    for tick, text in zip(x_ticks, tick_labels(x_ticks), strict=True):
+        x = sx(tick)
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#e5e7eb"/>')
+        parts.append(_text(x, top + plot_h + 16, text, anchor="middle", size=11, fill=AXIS_COLOR))
+    for tick, text in zip(y_ticks, tick_labels(y_ticks), strict=True):
+        y = sy(tick)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#e5e7eb"/>')
+        parts.append(_text(left - 8, y, text, anchor="end", size=11, fill=AXIS_COLOR, middle=True))
+    parts.append(
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="{AXIS_COLOR}"/>'
+    )
+    parts.append(_text(left + plot_w / 2, height - 12, latency, anchor="middle", size=12, fill=AXIS_COLOR))
+    parts.append(
+        f'<text x="18" y="{top + plot_h / 2:.1f}" transform="rotate(-90 18 {top + plot_h / 2:.1f})" '
+        f'text-anchor="middle" font-size="12" fill="{AXIS_COLOR}">{escape(throughput)}</text>'
+    )
+    if slo is not None:
+        x = sx(slo)
+        parts.append(
+            f'<line class="slo" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#b91c1c" '
+            f'stroke-width="1.5" stroke-dasharray="3 3"/>'
+        )
+        parts.append(_text(x + 4, top + 14, f"SLO {latency} {_fmt(slo)}", size=11, fill="#b91c1c"))
+    on = sorted((p for p in points if p["on_front"]), key=lambda p: p["latency"])
+    if len(on) > 1:
+        path = " ".join(f"{sx(p['latency']):.1f},{sy(p['throughput']):.1f}" for p in on)
+        parts.append(
+            f'<polyline class="frontier" points="{path}" fill="none" stroke="{PALETTE[0]}" '
+            f'stroke-width="2" stroke-dasharray="6 4"/>'
+        )
+    for p in points:
+        tip = (f"{p['id']} @ {p['host']}{' (winner)' if p['is_best'] else ''}: {throughput} "
+               f"{_fmt(p['throughput'])}, {latency} {_fmt(p['latency'])}"
+               f"{'; on the front' if p['on_front'] else ''}")  # fmt: skip
+        color = PALETTE[0] if p["on_front"] else BAD_COLOR
+        cx, cy = sx(p["latency"]), sy(p["throughput"])
+        klass = "latency-point on-front" if p["on_front"] else "latency-point"
+        parts.append(
+            f'<circle class="{klass}" cx="{cx:.1f}" cy="{cy:.1f}" r="6" '
+            f'fill="{color}" stroke="white" stroke-width="1.5"><title>{escape(tip)}</title></circle>'
+        )
+        if p["is_best"]:
+            parts.append(
+                f'<circle class="best-mark" cx="{cx:.1f}" cy="{cy:.1f}" r="11" fill="none" '
+                f'stroke="{BEST_COLOR}" stroke-width="2.5"/>'
+            )
+    lx, ly = left + plot_w + 24, top + 10
+    legend = [
+        f'<circle cx="{lx}" cy="{ly}" r="6" fill="{PALETTE[0]}"/>',
+        _text(lx + 12, ly + 4, "on the front", size=12),
+        f'<circle cx="{lx}" cy="{ly + 24}" r="6" fill="{BAD_COLOR}"/>',
+        _text(lx + 12, ly + 28, "dominated", size=12),
+        f'<circle cx="{lx}" cy="{ly + 48}" r="9" fill="none" stroke="{BEST_COLOR}" stroke-width="2.5"/>',
+        _text(lx + 14, ly + 52, "the winner", size=12),
+    ]
+    parts.extend(legend)
     parts.append("</svg>")
     return "".join(parts)

@@ -15,13 +15,13 @@ import sys
 import time
 from typing import Any
 
-from bwtune.standin import faults, startup_cache, verdicts
+from bwtune.standin import config_file, faults, startup_cache, verdicts
 from bwtune.standin.app import SIMULATED_NOTE, App, ServerState, crash_now
 from bwtune.standin.args import ParsedArgs, flag_table, parse
 from bwtune.standin.checkpoint import CheckpointError, read_checkpoint
 from bwtune.standin.gpu_state import MemoryRecord
 from bwtune.standin.httpserver import start
-from bwtune.standin.performance import ConfigPerformance
+from bwtune.standin.performance import ConfigPerformance, max_running_requests
 from bwtune.standin.profile import ProfileError, load_profile
 
 STARTUP_SCALE_ENV = "BWTUNE_STANDIN_STARTUP_SCALE"
@@ -98,13 +98,20 @@ def gpu_indices(args: ParsedArgs, count: int) -> list[int]:
     return chosen
 
 
-def sglang_verdict(args: ParsedArgs, gpu: str, version: str) -> tuple[dict[str, Any], Any]:
-    """Real SGLang's recorded verdict on the explicit flags (verdicts.py): (resolved flags,
-    the verdict, or None when none was recorded for these flags)."""
+def sglang_verdict(
+    args: ParsedArgs, gpu: str, version: str, argv: list[str]
+) -> tuple[dict[str, Any], verdicts.Verdict, bool]:
+    """Real SGLang's verdict on the explicit flags (verdicts.py): (resolved flags, the verdict,
+    whether it was recorded). Unrecorded flags go to real SGLang where it is importable, and
+    are refused in one line where it is not: never accepted unchecked."""
     verdict = verdicts.lookup(version, gpu, dict(args.explicit))
+    recorded = verdict is not None
     if verdict is None:
-        return {}, None
-    return dict(verdict.resolved), verdict
+        try:
+            verdict = verdicts.ask_sglang(version, gpu, argv, dict(args.explicit))
+        except verdicts.MissingVerdict as exc:
+            raise StartupFailure(f"bwtune-standin: {exc}\n", 2) from exc
+    return dict(verdict.resolved), verdict, recorded
 
 
 def prepare(argv: list[str]) -> tuple[ServerState, float]:
@@ -118,13 +125,17 @@ def prepare(argv: list[str]) -> tuple[ServerState, float]:
         table = flag_table(profile.sglang_version)
     except (ImportError, KeyError) as exc:
         raise StartupFailure(f"bwtune-standin: profile {profile.name}: {exc}\n", 2) from exc
+    try:  # SGLang's --config file (the API key comes that way), merged as SGLang merges it
+        argv = config_file.merge(argv, {n for n, f in table.items() if f.get("action") == "store_true"})
+    except (OSError, ValueError) as exc:
+        raise StartupFailure(f"ValueError: {exc}\n") from exc
     args = parse(argv, table)  # argparse exits 2 itself, with SGLang's usage line
     try:
         checkpoint = read_checkpoint(str(args.explicit["model-path"]))
     except CheckpointError as exc:
         raise StartupFailure(f"bwtune-standin: cannot load the model: {exc}\n") from exc
-    normalized, verdict = sglang_verdict(args, profile.gpu.arch, profile.sglang_version)
-    if verdict is not None and not verdict.ok:
+    normalized, verdict, recorded = sglang_verdict(args, profile.gpu.arch, profile.sglang_version, argv)
+    if not verdict.ok:
         raise StartupFailure(
             faults.argument_traceback(
                 verdict.error_type or "ValueError",
@@ -154,9 +165,7 @@ def prepare(argv: list[str]) -> tuple[ServerState, float]:
         raise StartupFailure(
             faults.argument_traceback("ValueError", f"simulated failure at start ({fault.origin})")
         )
-    max_running = args.explicit.get("max-running-requests")
-    if max_running is None:
-        max_running = 48 if perf.spec else profile.default_max_running_requests
+    max_running = max_running_requests(profile, perf, args.explicit)
     state = ServerState(
         args=args,
         checkpoint=checkpoint,
@@ -168,7 +177,7 @@ def prepare(argv: list[str]) -> tuple[ServerState, float]:
         max_running=int(max_running),
         seed=choose_seed(args, match_flags),
     )
-    state.verdict_recorded = verdict is not None
+    state.verdict_recorded = recorded
     state.resolved = match_flags
     return state, scale
 
@@ -201,17 +210,14 @@ async def serve(state: ServerState, scale: float) -> int:
         f"{SIMULATED_NOTE}; profile {profile.name}: "
         f"{profile.gpu.count}x {profile.gpu.name} ({profile.gpu.arch})"
     )
-    log(
-        "server_args=ServerArgs("
-        + ", ".join(
-            f"{k.replace('-', '_')}={v!r}" for k, v in sorted(args.explicit.items()) if k != "api-key"
-        )
-        + ")"
-    )
+    # SGLang logs its whole ServerArgs at start (`logger.info(f"{server_args=}")`), secrets
+    # included (api_key, admin_api_key): the stand-in does the same, so whatever keeps a
+    # server's log must mask them itself. SGLang does not print its environment.
+    log(f"server_args={server_args_repr(args)}")
     if not state.verdict_recorded:
         log(
             "[simulated] no recorded SGLang verdict for these flags (src/bwtune/standin/"
-            "sglang_verdicts.json): only argparse's checks applied"
+            "sglang_verdicts.json): real SGLang's own argument processing gave it"
         )
     for reason in state.perf.reasons:
         log(f"[simulated timing] {reason}")
@@ -222,6 +228,15 @@ async def serve(state: ServerState, scale: float) -> int:
     finally:
         server.close()
         memory.release()
+
+
+def server_args_repr(args: ParsedArgs) -> str:
+    """`ServerArgs(model_path=..., ...)` as SGLang's dataclass repr shows it: every field,
+    given or default, model_path first, then by name (the flag tables keep no field order)."""
+    dests = dict(args.dests)
+    names = sorted(args.values, key=lambda name: (name != "model-path", dests.get(name, name)))
+    fields = ", ".join(f"{dests.get(name, name.replace('-', '_'))}={args.values[name]!r}" for name in names)
+    return f"ServerArgs({fields})"
 
 
 def _note(problem: str | None) -> None:

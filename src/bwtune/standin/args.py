@@ -57,6 +57,7 @@ def flag_table(version: str) -> dict[str, dict[str, Any]]:
 class ParsedArgs:
     explicit: dict[str, Any]  # flags given on the command line: name (no dashes) -> value
     values: dict[str, Any]  # every flag: name -> value (explicit, else the release default)
+    dests: tuple[tuple[str, str], ...] = ()  # flag name -> its ServerArgs field (argparse dest)
 
     def get(self, name: str, fallback: Any = None) -> Any:
         value = self.values.get(name)
@@ -113,4 +114,5 @@ def parse(argv: list[str], flags: dict[str, dict[str, Any]]) -> ParsedArgs:
         parser.error("the following arguments are required: --model-path/--model")
     values = {name: spec.get("default") for name, spec in flags.items()}
     values.update(explicit)
-    return ParsedArgs(explicit, values)
+    dests = tuple((name, spec.get("dest") or name.replace("-", "_")) for name, spec in flags.items())
+    return ParsedArgs(explicit, values, dests)

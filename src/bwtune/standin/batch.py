@@ -2,7 +2,8 @@
 
 Pure state machine on no clock: `plan_step()` admits waiting requests and says how long
 the next step takes; `finish_step()` applies it and says which requests got tokens. The
-server drives it on real time, the predictor on virtual time: one model of timing.
+server drives it on real time, `predict_output_throughput` on virtual time: one model of
+timing, so tests and benchmarks compare measurements with the profile's prediction.
 
 Like SGLang's default scheduler (no mixed chunks), a step is either a prefill of newly
 admitted requests (each gets its first token) or a decode step of the whole running
@@ -126,3 +127,35 @@ class BatchSimulator:
         if self.total_spec_verify == 0:
             return 0.0
         return self.total_spec_tokens / self.total_spec_verify
+
+
+def predict_output_throughput(
+    perf: ConfigPerformance,
+    concurrency: int,
+    input_len: int,
+    output_len: int,
+    num_prompts: int,
+    max_running: int | None = None,
+    seed: int = 0,
+) -> float:
+    """Output tokens per second of a closed-loop client (each of `concurrency` workers sends
+    its next request when the previous one finishes), without run-to-run noise."""
+    sim = BatchSimulator(perf, random.Random(seed), max_running or perf.profile.default_max_running_requests)
+    sim.step_noise_cv = 0.0
+    sent = 0
+    now = 0.0
+    for _ in range(min(concurrency, num_prompts)):
+        sim.add(SimRequest(input_len, output_len))
+        sent += 1
+    done = 0
+    tokens = 0
+    while done < num_prompts:
+        now += sim.plan_step()
+        for req, emitted in sim.finish_step():
+            tokens += emitted
+            if req.finished:
+                done += 1
+                if sent < num_prompts:
+                    sim.add(SimRequest(input_len, output_len))
+                    sent += 1
+    return tokens / now

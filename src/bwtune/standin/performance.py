@@ -2,8 +2,8 @@
 
 `ConfigPerformance.for_flags` applies the profile's adjustments (each with the reason it
 states) to the baseline decode curve, and sets up speculative decoding when the flags ask
-for it. `predict_output_throughput` runs the same batch simulator the server uses, on a
-virtual clock, so tests and benchmarks compare measurements with the profile's prediction.
+for it. `bwtune.standin.batch.predict_output_throughput` runs a config's performance through
+the batch simulator the server uses, on a virtual clock.
 """
 
 from __future__ import annotations
@@ -78,6 +78,14 @@ class ConfigPerformance:
         return self.mean_tokens_per_step() / self.step_seconds(batch)
 
 
+def max_running_requests(profile: Profile, perf: ConfigPerformance, flags: dict[str, Any]) -> int:
+    """--max-running-requests, or SGLang's default: 48 with speculative decoding, else the profile's."""
+    explicit = flags.get("max-running-requests")
+    if explicit is not None:
+        return int(explicit)
+    return 48 if perf.spec else profile.default_max_running_requests
+
+
 def _spec_config(spec: Speculative, flags: dict[str, Any]) -> SpecConfig | None:
     algorithm = flags.get("speculative-algorithm")
     if not algorithm:
@@ -94,37 +102,3 @@ def _spec_config(spec: Speculative, flags: dict[str, Any]) -> SpecConfig | None:
     # at most steps + 1 tokens per verify step either way.
     cap = min(drafts, steps + 1)
     return SpecConfig(algorithm, steps, topk, drafts, spec.distribution(cap), spec.mean_accept_length(cap))
-
-
-def predict_output_throughput(
-    perf: ConfigPerformance,
-    concurrency: int,
-    input_len: int,
-    output_len: int,
-    num_prompts: int,
-    max_running: int | None = None,
-    seed: int = 0,
-) -> float:
-    """Output tokens per second of a closed-loop client (each of `concurrency` workers sends
-    its next request when the previous one finishes), without run-to-run noise."""
-    from bwtune.standin.batch import BatchSimulator, SimRequest  # cycle-free at import time
-
-    sim = BatchSimulator(perf, random.Random(seed), max_running or perf.profile.default_max_running_requests)
-    sim.step_noise_cv = 0.0
-    sent = 0
-    now = 0.0
-    for _ in range(min(concurrency, num_prompts)):
-        sim.add(SimRequest(input_len, output_len))
-        sent += 1
-    done = 0
-    tokens = 0
-    while done < num_prompts:
-        now += sim.plan_step()
-        for req, emitted in sim.finish_step():
-            tokens += emitted
-            if req.finished:
-                done += 1
-                if sent < num_prompts:
-                    sim.add(SimRequest(input_len, output_len))
-                    sent += 1
-    return tokens / now

@@ -4,8 +4,8 @@ ansible-runner starts ansible-playbook in a session of its own that ignores SIGH
 ansible-core runs each worker in yet another session: a SIGKILLed `bwtune` left them all
 running, the sweep's "Follow the sweep" worker polling for as long as its retries allowed.
 
-`bwtune.runner` starts ansible-playbook through this program:
-    python -m bwtune.playbook_guard /path/to/ansible-playbook ARGS...
+`bwtune.ansible_run.playbooks` starts ansible-playbook through this program:
+    python -m bwtune.ansible_run.playbook_guard /path/to/ansible-playbook ARGS...
 It asks the kernel for SIGTERM when its parent (the `bwtune` process) dies
 (prctl PR_SET_PDEATHSIG, kept across exec), checks the parent did not die already, and
 becomes ansible-playbook (exec: same pid). On SIGTERM ansible-playbook's task queue
@@ -29,7 +29,9 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        print("usage: python -m bwtune.playbook_guard ANSIBLE_PLAYBOOK [ARGS...]", file=sys.stderr)
+        print(
+            "usage: python -m bwtune.ansible_run.playbook_guard ANSIBLE_PLAYBOOK [ARGS...]", file=sys.stderr
+        )
         return 2
     parent = int(os.environ.pop(PARENT_ENV, "0") or 0)
     libc = ctypes.CDLL(None, use_errno=True)

@@ -1,0 +1,160 @@
+"""A results line and its rows, both ways, derived from the field table.
+
+results_fields.FIELDS says where each field of a line is kept (a column of `results` or
+`configs` and how, the `failures` row, the `workload_values` rows, or only the whole line
+stored with each result); the INSERTs, the rows they take and the line rebuilt from a row
+all come from it here. Nothing else in the store names a line's columns one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
+
+Key = tuple[str, str, str]  # (run id, host, config id): one result
+
+# json.dumps(value, sort_keys=True, separators=(",", ":")) without a new encoder per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":"))
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON: keys sorted, no spaces (what a stored line and its hash are)."""
+    return _CANONICAL.encode(value)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# --------------------------------------------------------------------------- columns
+
+RESULT_FIELDS = results_fields.columns("results")
+CONFIG_FIELDS = results_fields.columns("configs")
+_CONFIG_ID = results_fields.BY_NAME["config_id"]
+# A results row's columns: the line's fields', then its hash, its attempt and the whole line.
+RESULT_COLUMNS = (*(str(f.column) for f in RESULT_FIELDS), "line_sha256", "attempt", "line_json")
+CONFIG_COLUMNS = ("config_id", *(str(f.column) for f in CONFIG_FIELDS))
+
+
+def _insert(verb: str, table: str, columns: tuple[str, ...]) -> str:
+    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+
+
+INSERT_RESULT = _insert("INSERT", "results", RESULT_COLUMNS)
+# A config id is a hash of the flags: the first line seen with it names its flags, argv, point.
+INSERT_CONFIG = _insert("INSERT OR IGNORE", "configs", CONFIG_COLUMNS)
+INSERT_FAILURE = _insert(
+    "INSERT", "failures", ("run_id", "host", "config_id", "class", "message", "log_tail_json")
+)
+INSERT_VALUES = _insert(
+    "INSERT", "workload_values", ("run_id", "host", "config_id", "workload", "values_json")
+)
+# The configs columns of a result, for a SELECT joining `configs c`.
+CONFIG_SELECT = ", ".join(f"c.{f.column}" for f in CONFIG_FIELDS)
+
+
+def encode(field: results_fields.Field, record: Mapping[str, Any]) -> Any:
+    """The column value of one field of a line (its codec: results_fields.CODECS)."""
+    value = record.get(field.name)
+    if field.codec == "bool":
+        return int(bool(value))
+    if field.codec == "nonempty":
+        return value or None
+    if field.codec == "json":
+        if field.required:
+            return dumps(value)
+        if value is None:
+            value = field.default
+        return None if value is None else dumps(value)
+    return value
+
+
+def decode(field: results_fields.Field, stored: Any) -> Any:
+    """A field's value from its column (encode's inverse; an optional field's NULL is its default)."""
+    if field.codec == "bool":
+        return bool(stored)
+    if field.codec == "json":
+        value = loads(stored)
+        return field.new_default() if value is None and not field.required else value
+    return stored
+
+
+def result_row(record: Mapping[str, Any], digest: str, attempt: int, line_json: str) -> tuple[Any, ...]:
+    """INSERT_RESULT's values for a checked line (its canonical text and that text's hash)."""
+    return (*(encode(f, record) for f in RESULT_FIELDS), digest, attempt, line_json)
+
+
+def config_row(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (record[_CONFIG_ID.name], *(encode(f, record) for f in CONFIG_FIELDS))
+
+
+def failure_row(key: Key, record: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """INSERT_FAILURE's values for a failed line, None for a line without a failure."""
+    failure = record.get("failure")
+    if not failure:
+        return None
+    return (*key, failure["class"], str(failure.get("message") or ""),
+            dumps([str(line) for line in failure.get("log_tail") or []]))  # fmt: skip
+
+
+def values_rows(key: Key, record: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """INSERT_VALUES' values: per workload, the values a query ranks by (the whole block is
+    in the result's stored line)."""
+    return [(*key, workload, values_json(block)) for workload, block in record["metrics"].items()]
+
+
+def values_json(block: Mapping[str, Any]) -> str:
+    values = block.get("values") or {}
+    return _COMPACT.encode({m: v for m, v in values.items() if v is not None})
+
+
+# --------------------------------------------------------------------------- the line back
+
+
+# How line_from_row reads each field kept apart from the whole line, in field order: from a
+# column (and its codec), or as the constant, the metrics or the failure it is given.
+_READ = tuple(
+    (f, str(f.column) if f.column else f.store)
+    for f in results_fields.FIELDS
+    if f.store in ("results", "configs", "constant", "workload_values", "failures")
+)
+
+
+def line_from_row(
+    row: sqlite3.Row, metrics: dict[str, Any], failure: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A line's fields as its row keeps them, in field order: every field stored apart from
+    the whole line (the columns of `results` and `configs`, the metrics and failure given).
+    Fields kept only in the whole line (stack, cold_start, objective) are not here."""
+    line: dict[str, Any] = {}
+    for field, where in _READ:
+        if where == "workload_values":
+            line[field.name] = metrics
+        elif where == "failures":
+            line[field.name] = failure
+        elif where == "constant":
+            line[field.name] = field.new_default()
+        else:
+            line[field.name] = decode(field, row[where])
+    return line
+
+
+def failure_from_row(row: sqlite3.Row) -> dict[str, Any] | None:
+    """The failure of a row joined with `failures` as failure_class, failure_message, log_tail_json."""
+    if row["failure_class"] is None:
+        return None
+    return {
+        "class": row["failure_class"],
+        "message": row["failure_message"],
+        "log_tail": json.loads(row["log_tail_json"]),
+    }
