@@ -51,15 +51,16 @@ its long option without dashes. `FLAG_TABLES` (every release in full) is expande
 
 from __future__ import annotations
 
+from ansible_collections.bwtune.sglang.plugins.module_utils.flag_table_codec import expand
+
 '''
 
 FOOTER = """\
 def __getattr__(name: str) -> dict[str, dict]:
-    # FLAG_TABLES[release] = {"source", "flags"}: every release in full, expanded on first use.
+    # FLAG_TABLES[release] = {"source", "flags"}: every release in full, expanded once, on first use.
     if name == "FLAG_TABLES":
-        from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import raw_tables
-
-        return raw_tables()
+        tables = globals()["FLAG_TABLES"] = expand(BASE_RELEASE, BASE_FLAGS, RELEASES)
+        return tables
     raise AttributeError(name)
 """
 

@@ -2,13 +2,16 @@
 """Record real SGLang's verdicts on the stand-in's flag sets: src/bwtune/standin/sglang_verdicts.json.
 
     .venv/bin/python scripts/gen_standin_verdicts.py          # (re)write the file
+    .venv/bin/python scripts/gen_standin_verdicts.py --update # ask only about new flag sets
     .venv/bin/python scripts/gen_standin_verdicts.py --check  # exit 1 when it is stale
                                                               # (re-asks a sample; --sample N)
 
 For every shipped stand-in profile (its SGLang release and GPU) it asks the oracle (real
 SGLang in its own venv, GPU simulated: tests/oracle/sglang_oracle.py) about: every config
-the examples plan (valid or pruned), each choice of the backend flags a sweep varies, and
-the speculative settings, on the fixture checkpoint. The stand-in looks a verdict up by the
+the matrices of examples/ and tests/ plan (valid or pruned) and their neighbours (each axis
+alone on the base with every choice its flag has; each config with other tp/ep/dp sizes),
+each choice of the backend flags a sweep varies, the speculative settings, and the flag sets
+the stand-in's own tests launch, on the fixture checkpoint. The stand-in looks a verdict up by the
 flags given (bwtune.standin.verdicts.key_of). Building an oracle venv takes minutes once.
 """
 
@@ -49,29 +52,78 @@ SPECULATIVE = (
 CORE = {"moe-runner-backend": "flashinfer_cutlass", "fp4-gemm-backend": "flashinfer_cudnn"}
 
 
+# Every matrix bwtune ships or tests with: its configs, and their neighbours, get verdicts.
+MATRICES = sorted(
+    [*(REPO / "examples").glob("*.yml"), *(REPO / "tests").rglob("matrix*.yml")],
+    key=lambda p: str(p.relative_to(REPO)),
+)
+# Parallelism a launch may be given beside any config (SGLang checks tp/ep/dp together).
+PARALLEL = {"tp-size": ("1", "2", "4", "8"), "ep-size": ("1", "2", "4", "8"), "dp-size": ("1", "2")}
+
+
+def _matrix_for(path: Path, version: str) -> dict[str, Any] | None:
+    """The matrix in `path` for this release (flags spelled as it does, choices it has)."""
+    table = catalog.get_table(version)
+    matrix = copy.deepcopy(yaml.safe_load(path.read_text()))
+    if not isinstance(matrix, dict) or "model" not in matrix or "axes" not in matrix:
+        return None
+    matrix["model"]["path"] = MODEL
+    matrix.setdefault("sglang", {})["version"] = version
+    for key in ("base", "axes"):
+        matrix[key] = {
+            (k if table.lookup(k) else table.successor(k) or k): v for k, v in (matrix.get(key) or {}).items()
+        }
+    for axis, values in list(matrix["axes"].items()):
+        spec = table.lookup(axis)
+        if spec is not None and spec.choices:
+            matrix["axes"][axis] = [v for v in values if v in spec.choices]
+    return matrix
+
+
+def _planned(matrix: dict[str, Any], gpu: str, name: str) -> list[list[str]]:
+    try:
+        return [c.argv for c in planner.plan(matrix, gpu=gpu).configs if c.status != "duplicate"]
+    except Exception as exc:  # a matrix for another release: say so, keep going
+        print(f"skipped {name} for {matrix['sglang']['version']}/{gpu}: {exc}", file=sys.stderr)
+        return []
+
+
+def _with(argv: list[str], flag: str, value: str) -> list[str]:
+    """argv with --flag set to value (replacing what it had)."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == f"--{flag}":
+            skip = True
+        else:
+            out.append(word)
+    return [*out, f"--{flag}", value]
+
+
 def example_argvs(version: str, gpu: str) -> list[list[str]]:
-    """Every config (valid or pruned) the shipped examples plan for this release and GPU."""
+    """Every config (valid or pruned) the matrices of examples/ and tests/ plan for this release
+    and GPU, and their neighbours: each axis alone on the base (every choice the flag has, as
+    a cut-down matrix launches it), and each config with other parallelism (PARALLEL)."""
     table = catalog.get_table(version)
     out: list[list[str]] = []
-    for path in sorted((REPO / "examples").glob("*.yml")):
-        matrix = copy.deepcopy(yaml.safe_load(path.read_text()))
-        if not isinstance(matrix, dict) or "model" not in matrix:
+    for path in MATRICES:
+        matrix = _matrix_for(path, version)
+        if matrix is None:
             continue
-        matrix["model"]["path"] = MODEL
-        matrix.setdefault("sglang", {})["version"] = version
-        for key in ("base", "axes"):  # spell flags as this release does, drop choices it lacks
-            matrix[key] = {
-                (k if table.lookup(k) else table.successor(k) or k): v
-                for k, v in (matrix.get(key) or {}).items()
-            }
-        for axis, values in list(matrix["axes"].items()):
+        planned = _planned(matrix, gpu, path.name)
+        out += planned
+        for axis, values in matrix["axes"].items():
             spec = table.lookup(axis)
-            if spec is not None and spec.choices:
-                matrix["axes"][axis] = [v for v in values if v in spec.choices]
-        try:
-            out += [c.argv for c in planner.plan(matrix, gpu=gpu).configs if c.status != "duplicate"]
-        except Exception as exc:  # an example for another release: say so, keep going
-            print(f"skipped {path.name} for {version}/{gpu}: {exc}", file=sys.stderr)
+            choices = list(spec.choices) if spec is not None and spec.choices else list(values)
+            alone = {**copy.deepcopy(matrix), "axes": {axis: choices}, "exclude": []}
+            alone["bundles"] = {k: v for k, v in (matrix.get("bundles") or {}).items() if k == axis}
+            out += _planned(alone, gpu, f"{path.name} ({axis} alone)")
+            # the matrix's own values alone on the base, at other parallelism too
+            planned += _planned({**alone, "axes": {axis: list(values)}}, gpu, f"{path.name} ({axis})")
+        for argv in planned:
+            for flag, values in PARALLEL.items():
+                out += [_with(argv, flag, v) for v in values if table.lookup(flag)]
     return out
 
 
@@ -90,6 +142,14 @@ TEST_FLAGS = (
     ["--quantization", "modelopt_fp4", "--moe-runner-backend", "flashinfer_cutlass",
      "--fp4-gemm-backend", "flashinfer_cudnn", "--tp-size", "8",
      "--speculative-algorithm", "NEXTN", "--mamba-radix-cache-strategy", "extra_buffer"],
+    # rows tests/integration/sweep adds to its matrix in code (test_gate_under_load.py,
+    # test_search_remeasure_node.py)
+    ["--quantization", "modelopt_fp4", "--tp-size", "8", "--cuda-graph-max-bs-decode", "104"],
+    ["--quantization", "modelopt_fp4", "--tp-size", "8", "--moe-runner-backend", "flashinfer_cutlass",
+     "--cuda-graph-max-bs-decode", "17"],
+    # the config tests/hosts/test_promote.py rolls out to the hosts' stand-in servers
+    ["--quantization", "modelopt_fp4", "--moe-runner-backend", "flashinfer_cutlass", "--tp-size", "8",
+     "--max-running-requests", "32"],
 )  # fmt: skip
 
 
@@ -127,8 +187,12 @@ def enclosing_function(version: str, where: str) -> str | None:
     return best[1] if best else None
 
 
-def record(version: str, verdict: dict[str, Any]) -> dict[str, Any]:
+def record(version: str, verdict: dict[str, Any], explicit: dict[str, Any]) -> dict[str, Any]:
+    """What the file keeps of a verdict: the resolved values that differ from the flags given
+    (verdicts.lookup puts the given ones back)."""
     where = verdict.get("where")
+    values = verdict.get("values") or {}
+    given = {f: verdicts._canonical(v) for f, v in explicit.items()}
     return {
         "ok": bool(verdict["ok"]),
         "error_type": verdict.get("error_type") or "",
@@ -137,7 +201,9 @@ def record(version: str, verdict: dict[str, Any]) -> dict[str, Any]:
         "function": enclosing_function(version, where) if where else None,
         "statement": verdict.get("statement"),
         "resolved": {
-            f: verdict["values"][f] for f in verdicts.RESOLVED if f in (verdict.get("values") or {})
+            f: values[f]
+            for f in verdicts.RESOLVED
+            if f in values and (f not in given or given[f] != values[f])
         },
     }
 
@@ -156,15 +222,67 @@ def argvs_by_table() -> dict[tuple[str, str], dict[str, list[str]]]:
     return out
 
 
-def generate() -> dict[str, Any]:
-    data: dict[str, Any] = {"schema": 1, "generated_by": "scripts/gen_standin_verdicts.py", "sglang": {}}
-    for (version, gpu), by_key in argvs_by_table().items():
-        keys = sorted(by_key)
-        answers = sglang_oracle.evaluate(version, gpu, [by_key[k] for k in keys])
-        table = data["sglang"].setdefault(version, {}).setdefault(gpu, {})
-        for key, verdict in zip(keys, answers, strict=True):
-            table[key] = record(version, verdict)
+def _ask(by_table: dict[tuple[str, str], list[list[str]]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Real SGLang's verdicts, one in-process evaluator per release (all its GPUs at once)."""
+    answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for version in sorted({v for v, _ in by_table}):
+        gpus = {g: argvs for (v, g), argvs in by_table.items() if v == version}
+        for gpu, got in sglang_oracle.evaluate_release(version, gpus).items():
+            answers[(version, gpu)] = got
+    return answers
+
+
+def generate(update: bool = False) -> dict[str, Any]:
+    """Every verdict afresh; with `update`, only those of flag sets not yet recorded (the
+    recorded ones kept, those no longer launched dropped: `--check` re-asks a sample)."""
+    data: dict[str, Any] = {"schema": 2, "generated_by": "scripts/gen_standin_verdicts.py"}
+    current = json.loads(verdicts.DATA.read_text()) if update and verdicts.DATA.exists() else {}
+    kept = current.get("sglang", {}) if current.get("schema") == 2 else {}
+    tables = argvs_by_table()
+    have = {t: kept.get(t[0], {}).get(t[1], {}) for t in tables}
+    keys = {t: sorted(k for k in by_key if k not in have[t]) for t, by_key in tables.items()}
+    answers = _ask({t: [tables[t][k] for k in keys[t]] for t in tables if keys[t]})
+    records: list[str] = []  # one JSON text per distinct record; tables point into it
+    index: dict[str, int] = {}
+    sglang: dict[str, Any] = {}
+
+    def put(table: dict[str, int], key: str, rec: dict[str, Any]) -> None:
+        text = json.dumps(rec, sort_keys=True)
+        table[key] = index.setdefault(text, len(records))
+        if table[key] == len(records):
+            records.append(text)
+
+    for (version, gpu), by_key in tables.items():
+        flags = flag_table(version)
+        table = sglang.setdefault(version, {}).setdefault(gpu, {})
+        for key in sorted(set(by_key) & set(have[(version, gpu)])):
+            put(table, key, current["records"][have[(version, gpu)][key]])
+        for key, verdict in zip(keys[(version, gpu)], answers.get((version, gpu), []), strict=True):
+            put(table, key, record(version, verdict, parse(list(by_key[key]), flags).explicit))
+        sglang[version][gpu] = dict(sorted(table.items()))
+    data["records"] = [json.loads(t) for t in records]
+    data["sglang"] = sglang
     return data
+
+
+def dump(data: dict[str, Any]) -> str:
+    """One record or table entry a line: reviewable diffs, a file of modest size."""
+    lines = ["{", f' "generated_by": {json.dumps(data["generated_by"])},', f' "schema": {data["schema"]},']
+    lines.append(' "records": [')
+    lines.append(",\n".join("  " + json.dumps(r, sort_keys=True) for r in data["records"]))
+    lines.append(" ],")
+    lines.append(' "sglang": {')
+    versions = []
+    for version, gpus in sorted(data["sglang"].items()):
+        tables = []
+        for gpu, table in sorted(gpus.items()):
+            rows = ",\n".join(f"    {json.dumps(k)}: {i}" for k, i in sorted(table.items()))
+            tables.append(f"   {json.dumps(gpu)}: {{\n{rows}\n   }}")
+        versions.append(f"  {json.dumps(version)}: {{\n" + ",\n".join(tables) + "\n  }")
+    lines.append(",\n".join(versions))
+    lines.append(" }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 def check(sample: int) -> list[str]:
@@ -173,7 +291,10 @@ def check(sample: int) -> list[str]:
     every recorded refusal and a spread sample of `sample` acceptances per table."""
     current = json.loads(verdicts.DATA.read_text()) if verdicts.DATA.exists() else {}
     problems: list[str] = []
-    for (version, gpu), by_key in argvs_by_table().items():
+    asked: dict[tuple[str, str], list[list[str]]] = {}
+    chosen: dict[tuple[str, str], list[str]] = {}
+    tables = argvs_by_table()
+    for (version, gpu), by_key in tables.items():
         recorded = current.get("sglang", {}).get(version, {}).get(gpu, {})
         missing, extra = set(by_key) - set(recorded), set(recorded) - set(by_key)
         if missing or extra:
@@ -181,13 +302,18 @@ def check(sample: int) -> list[str]:
                 f"{version}/{gpu}: {len(missing)} flag sets not recorded, {len(extra)} no longer launched"
             )
             continue
-        refused = sorted(k for k, r in recorded.items() if not r["ok"])
-        accepted = sorted(k for k, r in recorded.items() if r["ok"])
+        records = current["records"]
+        refused = sorted(k for k, i in recorded.items() if not records[i]["ok"])
+        accepted = sorted(k for k, i in recorded.items() if records[i]["ok"])
         step = max(1, len(accepted) // max(1, sample))
-        keys = refused + accepted[::step][:sample]
-        answers = sglang_oracle.evaluate(version, gpu, [by_key[k] for k in keys])
-        for key, verdict in zip(keys, answers, strict=True):
-            if record(version, verdict) != recorded[key]:
+        chosen[(version, gpu)] = refused + accepted[::step][:sample]
+        asked[(version, gpu)] = [by_key[k] for k in chosen[(version, gpu)]]
+    for (version, gpu), got in _ask(asked).items():
+        flags = flag_table(version)
+        for key, verdict in zip(chosen[(version, gpu)], got, strict=True):
+            explicit = parse(list(tables[(version, gpu)][key]), flags).explicit
+            want = current["records"][current["sglang"][version][gpu][key]]
+            if record(version, verdict, explicit) != want:
                 problems.append(f"{version}/{gpu}: SGLang now says otherwise about {key}")
     return problems
 
@@ -201,6 +327,11 @@ def main() -> int:
         default=40,
         help="with --check: acceptances re-asked per table (all refusals are)",
     )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="ask only about flag sets not yet recorded; keep the rest, drop those no longer launched",
+    )
     args = parser.parse_args()
     if args.check:
         problems = check(args.sample)
@@ -209,10 +340,10 @@ def main() -> int:
         if problems:
             print(f"{verdicts.DATA} is stale: run {Path(__file__).name}", file=sys.stderr)
         return 1 if problems else 0
-    text = json.dumps(generate(), indent=1, sort_keys=True) + "\n"
-    verdicts.DATA.write_text(text)
-    count = sum(len(t) for v in json.loads(text)["sglang"].values() for t in v.values())
-    print(f"wrote {verdicts.DATA} ({count} verdicts)")
+    data = generate(update=args.update)
+    verdicts.DATA.write_text(dump(data))
+    count = sum(len(t) for v in data["sglang"].values() for t in v.values())
+    print(f"wrote {verdicts.DATA} ({count} verdicts, {len(data['records'])} distinct)")
     return 0
 
 

@@ -8,10 +8,19 @@ Other tiers (`oracle`, `hosts`, `slow`) are marked by hand where the test is wri
 
 Every test gets its own empty bwtune home and results database, so what a developer's
 ~/.local/share/bwtune holds (`bwtune plan` prices launches from it) cannot change a result.
+
+`make test` runs pytest on several workers (pytest-xdist, a test file per worker at a
+time). Each worker process gets its own stand-in GPU state (what the fake nvidia-smi adds
+up), so a stand-in serving in one worker's test never holds "GPU memory" another worker's
+sweep waits for; a test that sets its own state directory still does.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
@@ -38,9 +47,59 @@ def _own_bwtune_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
     monkeypatch.setenv("BWTUNE_DB", str(home / "results.db"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Set by pytest_configure: which pytest process made BWTUNE_STANDIN_STATE_DIR. xdist workers
+# inherit the controller's environment, so a worker replaces a folder another process made.
+_STATE_OWNER = "BWTUNE_TEST_STANDIN_STATE_OWNER"
+_MADE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # One GPU state per pytest process (each xdist worker, or the one serial run), under its
+    # own temporary folder, never the machine-wide default (src/bwtune/standin/gpu_state.py).
+    me = os.environ.get("PYTEST_XDIST_WORKER", "main") + f"-{os.getpid()}"
+    ours = os.environ.get(_STATE_OWNER)
+    if "BWTUNE_STANDIN_STATE_DIR" in os.environ and ours is None:
+        return  # the developer's own choice
+    if ours != me:
+        made = tempfile.mkdtemp(prefix="bwtune-standin-state-")
+        _MADE.append(made)
+        os.environ["BWTUNE_STANDIN_STATE_DIR"] = made
+        os.environ[_STATE_OWNER] = me
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for made in _MADE:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+def _mark_by_place_and_use(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(INTEGRATION):
             item.add_marker(pytest.mark.integration)
         if _drives_chromium(getattr(item, "module", None)):
             item.add_marker(pytest.mark.browser)
+
+
+# The longest tiers first: with the suite spread over workers a file at a time (make test:
+# --dist loadfile --no-loadscope-reorder keeps this order), a long file started last would
+# run alone at the end. Within a tier, files with more tests first. Only the order
+# changes, never what runs.
+_FIRST = ("oracle", "hosts", "integration", "slow")
+
+
+def _tier_rank(item: pytest.Item) -> int:
+    for rank, marker in enumerate(_FIRST):
+        if item.get_closest_marker(marker) is not None:
+            return rank
+    return len(_FIRST)
+
+
+@pytest.hookimpl(trylast=True)  # after every conftest has marked its tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _mark_by_place_and_use(items)
+    per_file = Counter(item.path for item in items)
+    rank = {item.path: len(_FIRST) for item in items}
+    for item in items:  # a file goes with its longest tier
+        rank[item.path] = min(rank[item.path], _tier_rank(item))
+    # stable: a file's tests keep their order
+    items.sort(key=lambda item: (rank[item.path], -per_file[item.path], str(item.path)))

@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
 # Real systemd test hosts without Docker: systemd-nspawn containers booted from a cached
-# Debian bookworm root filesystem, each in its own network namespace on a private bridge,
+# Debian root filesystem (bookworm unless TESTHOSTS_RELEASE says otherwise), each in its own network namespace on a private bridge,
 # reached over SSH. One script for molecule and pytest; interface in README.md next to it.
 #
 #   testhosts.sh rootfs                 build (or reuse) the cached root filesystem
 #   testhosts.sh up N [--bind-ro SRC[:DST]]...   boot N hosts, write DIR/inventory.yml
 #   testhosts.sh status                 one line per host; exit 1 if any host is down
 #   testhosts.sh down                   stop every host of DIR and remove all it made
+#   testhosts.sh info                   the release, the rootfs path and its cache stamp
 #
-# Environment: TESTHOSTS_DIR (state, default <repo>/build/testhosts), TESTHOSTS_ROOTFS
-# (default <repo>/build/testhosts/rootfs), TESTHOSTS_MIRROR (Debian mirror).
+# Environment: TESTHOSTS_DIR (state, default <repo>/build/testhosts), TESTHOSTS_RELEASE
+# (Debian release, default bookworm), TESTHOSTS_ROOTFS (default <repo>/build/testhosts/rootfs
+# for bookworm, rootfs-<release> for another), TESTHOSTS_MIRROR (Debian mirror).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DIR=${TESTHOSTS_DIR:-$REPO/build/testhosts}
-ROOTFS=${TESTHOSTS_ROOTFS:-$REPO/build/testhosts/rootfs}
+SUITE=${TESTHOSTS_RELEASE:-bookworm}
+# One cached rootfs per release (bookworm keeps the path it always had).
+ROOTFS=${TESTHOSTS_ROOTFS:-$REPO/build/testhosts/rootfs$([ "$SUITE" = bookworm ] || printf -- '-%s' "$SUITE")}
 MIRROR=${TESTHOSTS_MIRROR:-http://deb.debian.org/debian}
-SUITE=bookworm
 # What every host has. g++/make/git let a host build (fleet builds); the CUDA toolkit is
 # bind-mounted from the controller when a test needs it (--bind-ro). python3-packaging:
 # Ansible's pip module needs it on the node. rsync: the checkpoint role's mirror fan-out.
 PACKAGES=python3,python3-venv,python3-packaging,openssh-server,iproute2,systemd,systemd-sysv,dbus,sudo,ca-certificates,g++,make,git,rsync
 # Bump when the configuration written into the rootfs changes: the cache is rebuilt.
-ROOTFS_VERSION=2
+ROOTFS_VERSION=4
 SLOTS=/run/bwtune-testhosts        # one /24 per running set of hosts (several test runs at once)
 BOOT_TIMEOUT=${TESTHOSTS_BOOT_TIMEOUT:-90}
 STOP_GRACE=${TESTHOSTS_STOP_GRACE:-10}
@@ -32,6 +35,10 @@ die() {
     log "$*"
     exit 1
 }
+
+case $SUITE in
+    *[!a-z]* | "") printf 'testhosts: TESTHOSTS_RELEASE=%q is not a Debian release name (bookworm, trixie, ...)\n' "$SUITE" >&2 && exit 2 ;;
+esac
 
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (network namespaces, overlay mounts, nspawn)"; }
 
@@ -53,6 +60,18 @@ ensure_tools() {
     ) 9>/run/lock/bwtune-testhosts-apt.lock
 }
 
+# Mounts left inside a root filesystem (debootstrap's /proc, /sys, /dev/pts when it is
+# interrupted or a chroot step leaks one): unmounted deepest first, so the cache holds
+# files only and `rm -rf` of an old copy never walks into /proc.
+unmount_inside() {
+    local dir mnt
+    dir=$(realpath -m "$1")
+    awk -v d="$dir/" 'index($2 "/", d) == 1 && $2 != d { print $2 }' /proc/self/mounts | sort -r |
+        while read -r mnt; do
+            umount "$mnt" 2>/dev/null || umount -l "$mnt" || log "could not unmount $mnt"
+        done
+}
+
 rootfs_stamp() { printf 'version=%s suite=%s packages=%s\n' "$ROOTFS_VERSION" "$SUITE" "$PACKAGES"; }
 
 # Configuration baked into the cached rootfs (files only; nothing runs inside it).
@@ -65,10 +84,15 @@ configure_rootfs() {
         >"$r/etc/systemd/system.conf.d/10-bwtune-testhost.conf"
     printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n' \
         >"$r/etc/ssh/sshd_config.d/10-bwtune-testhost.conf"
-    # Units that have no job in a container and would leave the system "degraded".
+    # Units that have no job in a container and would leave the system "degraded"
+    # (systemd-remount-fs once failed on an overlay root and failed a whole host test;
+    # systemd-tmpfiles-setup-dev-early, trixie's systemd 257, once failed a trixie host's
+    # boot: it makes /dev's static nodes before sysusers for an empty /etc, and
+    # systemd-tmpfiles-setup-dev.service still makes them after it).
     local unit
     for unit in console-getty.service getty@.service systemd-networkd-wait-online.service \
-        apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer; do
+        apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
+        systemd-remount-fs.service systemd-tmpfiles-setup-dev-early.service; do
         ln -sf /dev/null "$r/etc/systemd/system/$unit"
     done
     : >"$r/etc/machine-id" # empty: systemd makes one per boot (each overlay its own)
@@ -76,10 +100,10 @@ configure_rootfs() {
 
 cmd_rootfs() {
     need_root
-    ensure_tools
     mkdir -p "$(dirname "$ROOTFS")"
     (
         flock 9
+        unmount_inside "$ROOTFS"
         if [ -f "$ROOTFS/.bwtune-rootfs" ] && [ "$(cat "$ROOTFS/.bwtune-rootfs")" = "$(rootfs_stamp)" ]; then
             # An outdated copy moved aside while hosts used it goes once none does.
             if compgen -G "$ROOTFS.old.*" >/dev/null && ! grep -q "lowerdir=$ROOTFS" /proc/mounts; then
@@ -87,10 +111,13 @@ cmd_rootfs() {
             fi
             exit 0
         fi
+        ensure_tools
         log "building $SUITE rootfs at $ROOTFS (about two minutes; cached afterwards)"
+        unmount_inside "$ROOTFS.tmp"
         rm -rf "$ROOTFS.tmp"
         debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS.tmp" "$MIRROR" >"$ROOTFS.log" 2>&1 ||
-            { tail -n 20 "$ROOTFS.log" >&2; die "debootstrap failed (log: $ROOTFS.log)"; }
+            { unmount_inside "$ROOTFS.tmp"; tail -n 20 "$ROOTFS.log" >&2; die "debootstrap failed (log: $ROOTFS.log)"; }
+        unmount_inside "$ROOTFS.tmp"
         configure_rootfs "$ROOTFS.tmp"
         rm -rf "$ROOTFS.tmp/var/cache/apt/archives/"*.deb
         rootfs_stamp >"$ROOTFS.tmp/.bwtune-rootfs"
@@ -139,7 +166,8 @@ cmd_up() {
     local k
     k=$(claim_slot)
     local net="10.213.$k" bridge="bwth$k"
-    printf 'SLOT=%s\nBRIDGE=%s\nCOUNT=%s\n' "$k" "$bridge" "$n" >"$DIR/hosts.env"
+    # ROOTFS too: `down` cleans the rootfs these hosts used, whatever TESTHOSTS_RELEASE says then.
+    printf 'SLOT=%s\nBRIDGE=%s\nCOUNT=%s\nROOTFS=%q\n' "$k" "$bridge" "$n" "$ROOTFS" >"$DIR/hosts.env"
     UP_OK=0
     trap '[ "$UP_OK" = 1 ] || { log "up failed; tearing down"; cmd_down >/dev/null 2>&1 || true; }' EXIT
     [ -f "$DIR/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C bwtune-testhosts -f "$DIR/id_ed25519"
@@ -190,7 +218,7 @@ wait_running() {
     local name=$1 h="$DIR/hosts/$1" addr state deadline
     addr=$(cat "$h/address")
     deadline=$((SECONDS + BOOT_TIMEOUT))
-    local ssh_cmd
+    local ssh_cmd retried=0 failed
     mapfile -t ssh_cmd < <(ssh_argv "$addr")
     while :; do
         kill -0 "$(cat "$h/pid")" 2>/dev/null || { tail -n 20 "$h/console.log" >&2; die "$name: systemd-nspawn exited"; }
@@ -198,7 +226,19 @@ wait_running() {
         case $state in
             running) return 0 ;;
             degraded)
-                "${ssh_cmd[@]}" systemctl --failed --no-legend >&2 || true
+                # A unit can fail at boot for a passing cause on a loaded machine (CI once
+                # saw systemd-update-utmp-runlevel exit 219/CGROUP while other hosts booted):
+                # each failed unit gets one restart; a unit that fails twice fails the host.
+                if ((retried == 0)); then
+                    retried=1
+                    failed=$("${ssh_cmd[@]}" systemctl --failed --plain --no-legend 2>/dev/null | cut -d" " -f1 | tr '\n' ' ' || true)
+                    echo "testhosts: $name: restarting the units that failed at boot once: ${failed}" >&2
+                    # shellcheck disable=SC2086 # one word per unit
+                    "${ssh_cmd[@]}" "systemctl reset-failed; systemctl restart ${failed}" >&2 || true
+                    continue
+                fi
+                # Each failed unit's status (its exit status, e.g. 243/CREDENTIALS) and log lines.
+                "${ssh_cmd[@]}" 'systemctl --failed --no-legend; for u in $(systemctl --failed --plain --no-legend | cut -d" " -f1); do systemctl status --no-pager -n 10 "$u"; done' >&2 || true
                 die "$name: systemd is degraded (failed units above)"
                 ;;
         esac
@@ -293,6 +333,8 @@ cmd_down() {
         rm -rf "$h"
     done
     ip link del "$BRIDGE" 2>/dev/null || true
+    # Nothing may stay mounted inside the shared rootfs (it is the hosts' lower layer only).
+    unmount_inside "$ROOTFS"
     rm -rf "${SLOTS:?}/$SLOT" "$DIR/cp" "$DIR/hosts" "$DIR/inventory.yml" "$DIR/hosts.env"
     log "down"
 }
@@ -305,8 +347,9 @@ case ${1:-} in
         ;;
     status) cmd_status ;;
     down) cmd_down ;;
+    info) printf 'release=%s rootfs=%s stamp=%s' "$SUITE" "$ROOTFS" "$(rootfs_stamp)" ;;
     *)
-        sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

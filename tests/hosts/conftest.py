@@ -7,6 +7,11 @@ scripts/testhosts/testhosts.sh (the same script molecule uses); see its README.
         hosts = make_testhosts(2)                   # booted, systemd running, SSH answers
         rc, out = hosts.playbook("site.yml")        # ansible-playbook -i hosts.inventory
         assert hosts.ssh(hosts.names[0], "systemctl", "is-active", "foo").stdout == "active\\n"
+
+The Debian release is TESTHOSTS_RELEASE (default bookworm): `TESTHOSTS_RELEASE=trixie pytest
+-m hosts` runs the whole tier on Debian 13. A test may name a release of its own
+(make_testhosts(2, release="trixie")); ALSO_ON lists the releases the normal run covers in
+part as well (tests/hosts/test_server.py, tests/hosts/test_trixie.py).
 """
 
 from __future__ import annotations
@@ -25,6 +30,26 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "testhosts" / "testhosts.sh"
 VENV_BIN = Path(sys.executable).parent
+DEFAULT_RELEASE = "bookworm"
+# Releases a normal run also boots for a few tests (what differs by release: the system
+# Python running our modules, systemd's hardening of the server's unit, glibc, sudo).
+ALSO_ON = ("trixie",)
+
+
+def session_release() -> str:
+    """The Debian release of the host tier: TESTHOSTS_RELEASE, else bookworm."""
+    return os.environ.get("TESTHOSTS_RELEASE") or DEFAULT_RELEASE
+
+
+def releases() -> list[str]:
+    """The session's release, then each of ALSO_ON that is another one."""
+    first = session_release()
+    return [first, *(r for r in ALSO_ON if r != first)]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    also = ", ".join(releases()[1:]) or "-"
+    return f"testhosts: Debian {session_release()} (TESTHOSTS_RELEASE); some tests also on {also}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -53,6 +78,13 @@ class TestHosts:
     names: list[str] = field(default_factory=list)
     addresses: dict[str, str] = field(default_factory=dict)
     controller_address: str = ""
+    release: str = DEFAULT_RELEASE
+
+    def python_version(self) -> str:
+        """The hosts' system Python, "3.11" (bookworm), "3.13" (trixie): what wheels they need."""
+        done = self.ssh(self.names[0], "python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
+        assert done.returncode == 0, done.stderr
+        return str(done.stdout.strip())
 
     @property
     def inventory(self) -> Path:
@@ -104,8 +136,10 @@ class TestHosts:
         _script("down", state=self.dir)
 
 
-def _script(*argv: str, state: Path, timeout: float = 600) -> None:
+def _script(*argv: str, state: Path, timeout: float = 600, release: str | None = None) -> None:
     env = dict(os.environ, TESTHOSTS_DIR=str(state))
+    if release is not None:
+        env["TESTHOSTS_RELEASE"] = release
     proc = subprocess.run([str(SCRIPT), *argv], env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(
@@ -113,15 +147,18 @@ def _script(*argv: str, state: Path, timeout: float = 600) -> None:
         )
 
 
-def boot(state: Path, count: int, bind_ro: Sequence[str] = ()) -> TestHosts:
-    """Boot `count` hosts with their state under `state`; the caller calls .down()."""
+def boot(state: Path, count: int, bind_ro: Sequence[str] = (), release: str | None = None) -> TestHosts:
+    """Boot `count` hosts of `release` (default: the session's) under `state`; the caller calls .down()."""
+    release = release or session_release()
     argv = ["up", str(count)]
     for spec in bind_ro:
         argv += ["--bind-ro", spec]
-    _script(*argv, state=state)
+    _script(*argv, state=state, release=release)
     inv = yaml.safe_load((state / "inventory.yml").read_text())
     group = inv["all"]["children"]["testhosts"]
-    hosts = TestHosts(dir=state, controller_address=group["vars"]["testhosts_controller_address"])
+    hosts = TestHosts(
+        dir=state, controller_address=group["vars"]["testhosts_controller_address"], release=release
+    )
     for name, hv in group["hosts"].items():
         hosts.names.append(name)
         hosts.addresses[name] = hv["ansible_host"]
@@ -130,20 +167,21 @@ def boot(state: Path, count: int, bind_ro: Sequence[str] = ()) -> TestHosts:
 
 @pytest.fixture(scope="session")
 def make_testhosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """Factory: make_testhosts(n, bind_ro=("/usr/local/cuda-13.0",)) -> TestHosts.
+    """Factory: make_testhosts(n, bind_ro=("/usr/local/cuda-13.0",), release=None) -> TestHosts.
 
-    Each call boots its own set (own bridge and /24); all are torn down at session end,
-    or earlier by `hosts.down()`.
+    Each call boots its own set (own bridge and /24) of `release` (None: the session's,
+    TESTHOSTS_RELEASE or bookworm); all are torn down at session end, or earlier by
+    `hosts.down()`.
     """
     why = _why_no_hosts()
     if why:
         pytest.skip(why)
     made: list[TestHosts] = []
 
-    def make(count: int, bind_ro: Sequence[str] = ()) -> TestHosts:
+    def make(count: int, bind_ro: Sequence[str] = (), release: str | None = None) -> TestHosts:
         state = tmp_path_factory.mktemp("testhosts")
         try:
-            hosts = boot(state, count, bind_ro)
+            hosts = boot(state, count, bind_ro, release)
         finally:
             made.append(TestHosts(dir=state))
         made[-1] = hosts

@@ -4,8 +4,9 @@ The stack is what an operator's is, with the stand-in in SGLang's place: a venv 
 /opt/bwtune/stacks/standin holding the bwtune wheel (the stand-in and the collection's
 module_utils it uses) and PyYAML, installed offline from wheels built here, and the
 symlink /opt/bwtune/stacks/current -> it. The checkpoint is the fixture model's config
-files (the stand-in reads no weights). Booted once per session (testhosts' factory tears
-them down).
+files (the stand-in reads no weights). Booted once per session and Debian release
+(testhosts' factory tears them down); the venv is made by the hosts' own python3 (3.11 on
+bookworm, 3.13 on trixie), so PyYAML's wheel is the one for that Python.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.hosts.conftest import session_release
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "tests" / "fixtures" / "models" / "qwen35-397b-a17b-nvfp4"
@@ -61,7 +64,8 @@ STANDIN_VARS: dict[str, Any] = {
 _BOOTED: dict[str, Any] = {}
 
 
-def build_wheels(into: Path) -> Path:
+def build_wheels(into: Path, python: str) -> Path:
+    """The bwtune wheel (pure Python) and PyYAML's wheel for CPython `python` ("3.13")."""
     into.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip", "-q"]
     subprocess.run(
@@ -69,24 +73,26 @@ def build_wheels(into: Path) -> Path:
     )
     version = yaml.__version__
     subprocess.run(
-        [*pip, "download", "--no-deps", "--only-binary=:all:", "-d", str(into), f"PyYAML=={version}"],
+        [*pip, "download", "--no-deps", "--only-binary=:all:", f"--python-version={python}",
+         "-d", str(into), f"PyYAML=={version}"],
         check=True,
-    )
+    )  # fmt: skip
     return into
 
 
-def serving_hosts(make_testhosts: Any, work: Path) -> Any:
-    """Two booted hosts with the stand-in stack and the model's config files (once per session)."""
-    if "hosts" not in _BOOTED:
-        hosts = make_testhosts(2)
-        wheels = build_wheels(work / "wheels")
+def serving_hosts(make_testhosts: Any, work: Path, release: str | None = None) -> Any:
+    """Two booted hosts of `release` (None: the session's) with the stand-in stack and the
+    model's config files (once per session and release)."""
+    release = release or session_release()
+    if release not in _BOOTED:
+        hosts = make_testhosts(2, release=release)
+        wheels = build_wheels(work / "wheels", hosts.python_version())
         (work / "stack.yml").write_text(STACK_PLAY)
-        (work / "serve.yml").write_text(SERVE_PLAY)
+        (hosts.dir / "serve.yml").write_text(SERVE_PLAY)
         done = hosts.playbook(work / "stack.yml", "-e", f"wheels={wheels}", "-e", f"model={MODEL}")
         assert done.returncode == 0, done.stdout[-3000:]
-        _BOOTED["hosts"] = hosts
-        _BOOTED["serve"] = work / "serve.yml"
-    return _BOOTED["hosts"]
+        _BOOTED[release] = hosts
+    return _BOOTED[release]
 
 
 def serve(
@@ -95,12 +101,12 @@ def serve(
     """Run the server role on the hosts with the stand-in vars plus `variables` (JSON extra vars)."""
     env_log = ["-e", json.dumps({**STANDIN_VARS, **variables})]
     if log is None:
-        return hosts.playbook(_BOOTED["serve"], *env_log, *extra)
+        return hosts.playbook(hosts.dir / "serve.yml", *env_log, *extra)
     cmd = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         "-i",
         str(hosts.inventory),
-        str(_BOOTED["serve"]),
+        str(hosts.dir / "serve.yml"),
     ]
     env = dict(hosts.env(), ANSIBLE_LOG_PATH=str(log))
     return subprocess.run(

@@ -23,7 +23,7 @@ import yaml
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import exit_codes, results_db
-from bwtune.hardware_group import HardwareGroup
+from bwtune.analysis.hardware_group import HardwareGroup
 from tests.hosts import serving_stack as stack
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
@@ -47,7 +47,7 @@ def line(config_id: str, flags: dict[str, Any], throughput: float, group: Hardwa
     }
     return contract.make_line(
         run_id=RUN, host="sweep-node", config_id=config_id, status="ok", flags=flags, argv=argv,
-        metrics={"chat": block}, simulated=True, gpu=group.gpu, stack_fingerprint=group.stack_fingerprint,
+        metrics={"chat": block}, simulated=True, gpu=group.sm, stack_fingerprint=group.stack_fingerprint,
     )  # fmt: skip
 
 
@@ -58,9 +58,15 @@ def hosts(make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def inventory(hosts: Any) -> Path:
-    """The hosts' inventory, with the fake nvidia-smi as theirs."""
+    """The hosts' inventory, with the fake nvidia-smi as theirs.
+
+    The hosts serve the stand-in, so they are simulated hosts: promote takes a simulated
+    result only to such hosts (the refusal itself: tests/unit/serving/test_promote_hosts.py).
+    """
     data = yaml.safe_load(hosts.inventory.read_text())
-    data["all"]["children"]["testhosts"]["vars"]["bwtune_nvidia_smi"] = FAKE_SMI
+    host_vars = data["all"]["children"]["testhosts"]["vars"]
+    host_vars["bwtune_nvidia_smi"] = FAKE_SMI
+    host_vars["bwtune_simulated"] = True
     path = hosts.dir / "promote-inventory.yml"
     path.write_text(yaml.safe_dump(data))
     return path

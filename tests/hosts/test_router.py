@@ -90,9 +90,11 @@ def show(hosts: Any, on: str, unit: str, *props: str) -> dict[str, str]:
 
 
 def install_router(hosts: Any, on: str, work: Path) -> None:
-    """sglang-router and its dependencies as wheels from PyPI, into a venv of its own on `on`."""
+    """sglang-router and its dependencies as wheels from PyPI, into a venv of its own on `on`
+    (made by the host's python3: the wheels are those for its version)."""
     wheels = work / "router-wheels"
     pip = [sys.executable, "-m", "pip", "-q", "download", "--only-binary=:all:", "-d", str(wheels)]
+    pip.append(f"--python-version={hosts.python_version()}")
     subprocess.run([*pip, f"sglang-router=={ROUTER_VERSION}"], check=True, timeout=600)
     # Straight into the host's file system (its overlay): one copy, not one SSH transfer a file.
     dest = hosts.dir / "hosts" / on / "merged" / "root" / "router-wheels"

@@ -5,6 +5,10 @@ One converge, then checks on what it made: the unit active under its own user, /
 unchanged re-run changes nothing, a config change (one flag with an odd value, /metrics on)
 restarts exactly once and the value reaches the server verbatim through systemd's quoting,
 a failing config is classified.
+
+Run on the session's Debian release and on each of conftest.ALSO_ON (trixie in a normal
+run): what the server role does differs by release (the system Python that runs its
+modules and makes the stand-in's venv, systemd's version enforcing the unit's hardening).
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ from typing import Any
 import pytest
 
 from tests.hosts import serving_stack as stack
+from tests.hosts.conftest import releases
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def hosts(make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return stack.serving_hosts(make_testhosts, tmp_path_factory.mktemp("serving"))
+@pytest.fixture(scope="module", params=releases())
+def hosts(
+    make_testhosts: Any, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Any:
+    return stack.serving_hosts(make_testhosts, tmp_path_factory.mktemp("serving"), request.param)
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +94,21 @@ def test_api_key_is_required_and_private(hosts: Any, converged: dict[str, Any]) 
     for key in keys.values():
         assert key not in outputs
         assert key not in unit
+    # Issue 20 #29: SGLang reads the key from its --config file, so no command line holds it
+    # (`ps` shows every command line to every local user).
+    mode = hosts.ssh(name, "stat", "-c", "%a %U %G", "/etc/bwtune/server/api-key.yaml").stdout.split()
+    assert mode == ["640", "root", "bwtune-sglang"]
+    assert json.loads(hosts.ssh(name, "cat", "/etc/bwtune/server/api-key.yaml").stdout) == {
+        "api-key": keys[name]
+    }
+    as_nobody = hosts.ssh(
+        name, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "ps", "-eo", "args"
+    )
+    assert (
+        "bwtune.standin" in as_nobody.stdout
+        and "--config /etc/bwtune/server/api-key.yaml" in as_nobody.stdout
+    )
+    assert keys[name] not in as_nobody.stdout and "--api-key" not in as_nobody.stdout
 
 
 def test_unchanged_rerun_changes_nothing(hosts: Any, converged: dict[str, Any]) -> None:
@@ -100,7 +122,8 @@ def test_a_config_change_restarts_once_and_reaches_the_server_verbatim(
     name = hosts.names[0]
     cursor = hosts.ssh(name, "journalctl", "-u", stack.UNIT, "-n", "0", "--show-cursor", "--no-pager").stdout
     cursor = cursor.strip().rpartition("-- cursor: ")[2]
-    odd = 'my "model" 50% $HOME \\ x'
+    # Issue 21 #14: a word naming the key's old variable stays those characters.
+    odd = 'my "model" 50% $HOME ${BWTUNE_SERVER_API_KEY} %H \\ x'
     flags = {**stack.GOOD_FLAGS, "served-model-name": odd}
     assert stack.http_get(hosts, name, "/metrics")["status"] == 404
     done = stack.serve(hosts, {"server_flags": flags, "server_enable_metrics": True, "target": name})

@@ -6,7 +6,7 @@ One shared environment holds SGLang's dependencies: the oracle venv of the newes
 gets that transformers (with the huggingface_hub / tokenizers it accepts) from a layer
 shared by every release with the same pin, build/sglang-releases/_deps/transformers-T.
 
-    python tests/oracle/releases.py ensure 0.5.16 [...]   # install (idempotent)
+    python tests/oracle/releases.py ensure 0.5.16 [...]   # install (idempotent; `all`: every release)
     python tests/oracle/releases.py pythonpath 0.5.16     # print the PYTHONPATH to use
 """
 
@@ -17,6 +17,7 @@ import hashlib
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ORACLE_DIR = Path(__file__).resolve().parent
@@ -95,20 +96,36 @@ def transformers_pin(version: str) -> str:
     return match.group(1) if match else SHARED_TRANSFORMERS
 
 
+def _install_once(python: Path, target: Path, *requirements: str) -> None:
+    """Install into `target` unless there; one installer per target (its own lock), so
+    several releases install at once while two workers never install the same one."""
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():  # another worker may have installed it while we waited
+            _pip(python, target, *requirements)
+
+
 def ensure(version: str) -> None:
     """Install release `version` (and the layers it needs) unless already there."""
     python = shared_python()
     RELEASES_DIR.mkdir(parents=True, exist_ok=True)
-    with open(RELEASES_DIR / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test sessions install too
-        if not (COMMON_DIR).exists():
-            _pip(python, COMMON_DIR, *_COMMON)
-        if not (RELEASES_DIR / version / "sglang").exists():
-            _pip(python, RELEASES_DIR / version, f"sglang=={version}")
-        pin = transformers_pin(version)
-        layer = DEPS_DIR / f"transformers-{pin}"
-        if pin != SHARED_TRANSFORMERS and not layer.exists():
-            _pip(python, layer, f"transformers=={pin}", *_COMPANIONS[pin.split(".")[0]])
+    _install_once(python, COMMON_DIR, *_COMMON)
+    _install_once(python, RELEASES_DIR / version, f"sglang=={version}")
+    pin = transformers_pin(version)
+    if pin != SHARED_TRANSFORMERS:
+        companions = _COMPANIONS[pin.split(".")[0]]
+        _install_once(python, DEPS_DIR / f"transformers-{pin}", f"transformers=={pin}", *companions)
+
+
+def ensure_all(versions: list[str], jobs: int = 3) -> None:
+    """Install several releases, `jobs` at a time (pip waits on the disk as much as the CPU)."""
+    shared_python()  # built once, before the installers that need it
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for done in [pool.submit(ensure, version) for version in versions]:
+            done.result()
 
 
 def pythonpath(version: str) -> str:
@@ -125,9 +142,10 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[0] not in ("ensure", "pythonpath"):
         print(__doc__, file=sys.stderr)
         return 2
-    for version in argv[1:]:
-        ensure(version)
-        if argv[0] == "pythonpath":
+    versions = list(RELEASES) if argv[1:] == ["all"] else argv[1:]
+    ensure_all(versions)
+    if argv[0] == "pythonpath":
+        for version in versions:
             print(pythonpath(version))
     return 0
 

@@ -44,6 +44,12 @@ SGLANG_PIN="sglang==0.5.23"
 STAMP_TEXT="$(printf '%s\n' "${PINS[@]}" "$SGLANG_PIN")"
 STAMP="$VENV/.bwtune-bench-stamp"
 
+# One builder at a time (pytest workers may call this together); the others wait, then
+# find the stamp.
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$VENV.lock"
+flock 9
+
 if [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$STAMP_TEXT" ]] && [[ -x "$VENV/bin/python" ]]; then
   exit 0
 fi

@@ -107,3 +107,71 @@ def test_sglang_version_without_a_table_is_refused_naming_the_nearest_releases(
 def test_sglang_version_accepts_every_release_with_a_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(SM120), "--sglang-version", "0.5.16", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sglang_version"] == "0.5.16"
+
+
+def _wide_matrix(tmp_path: Path) -> Path:
+    """The SM120 example with a fifth axis: 288 combinations, 252 configs (over SUMMARY_OVER)."""
+    text = SM120.read_text()
+    text = text.replace(", mem-fraction-static: 0.85}", "}")
+    text = text.replace(
+        "  speculative: [none, mtp3]",
+        "  speculative: [none, mtp3]\n  mem-fraction-static: [0.8, 0.83, 0.86, 0.89]",
+    )
+    path = tmp_path / "wide.yml"
+    path.write_text(text)
+    return path
+
+
+def _rows(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("c") and len(line.split()[0]) == 11]
+
+
+def test_a_large_plan_prints_a_summary_and_says_how_to_see_every_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bwtune.commands.plan import SUMMARY_OVER, SUMMARY_ROWS
+
+    matrix = _wide_matrix(tmp_path)
+    assert main(["plan", str(matrix), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    configs = plan["configs"]
+    assert len(configs) > SUMMARY_OVER
+    assert main(["plan", str(matrix)]) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out)
+    launches = [c["id"] for c in configs if c["status"] == "valid"]
+    # The first launches, in plan order, and no pruned or duplicate row.
+    assert [row.split()[0] for row in rows] == launches[:SUMMARY_ROWS]
+    assert all(row.split()[-1] == "valid" for row in rows)
+    s = plan["summary"]
+    assert f"{s['expanded']} configs ({s['combinations']} combinations" in out
+    assert f"{s['valid']} valid, {s['pruned']} pruned, {s['duplicates']} duplicates" in out
+    assert "GPU-hours" in out and "by strategy: grid" in out
+    # Every reason, with how many configs it prunes.
+    reasons: dict[str, int] = {}
+    for config in configs:
+        for key in {f"{r['kind']}: {r['rule']}" for r in config["reasons"]}:
+            reasons[key] = reasons.get(key, 0) + 1
+    assert reasons
+    for reason, count in reasons.items():
+        assert any(line.split() == [str(count), *reason.split()] for line in out.splitlines()), reason
+    last = out.splitlines()[-1]
+    assert last.startswith(f"{len(rows)} of {len(configs)} rows shown (the first {len(rows)} launches")
+    assert "--all shows every row" in last
+
+
+def test_all_prints_every_row_of_a_large_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    matrix = _wide_matrix(tmp_path)
+    assert main(["plan", str(matrix), "--all"]) == 0
+    out = capsys.readouterr().out
+    assert len(_rows(out)) == 252 and "252 configs (288 combinations, 36 excluded)" in out
+    assert "--all" not in out and "pruned by" not in out
+
+
+def test_a_small_plan_prints_every_row_as_with_all(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(SM120)]) == 0
+    out = capsys.readouterr().out
+    assert main(["plan", str(SM120), "--all"]) == 0
+    assert capsys.readouterr().out == out
+    assert len(_rows(out)) == 63 and "--all" not in out
+    assert out.splitlines()[-1].startswith("by strategy: ")

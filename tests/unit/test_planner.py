@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,25 @@ def test_argv_is_a_list_of_words_with_the_model_first_and_a_stable_order() -> No
 def test_ids_hash_the_normalized_flags_independent_of_key_order() -> None:
     flags = {"tp-size": 8, "moe-runner-backend": "marlin", "quantization": "modelopt_fp4"}
     shuffled = dict(reversed(list(flags.items())))
-    cid = planner.config_id(flags, "/m")
-    assert cid == planner.config_id(shuffled, "/m")
+    cid = planner.config_id(flags)
+    assert cid == planner.config_id(shuffled)
     assert cid.startswith("c") and len(cid) == 11 and int(cid[1:], 16) >= 0
-    assert cid != planner.config_id(flags, "/other")
-    assert cid != planner.config_id({**flags, "tp-size": 4}, "/m")
+    assert cid != planner.config_id({**flags, "tp-size": 4})
+    assert cid != planner.config_id(flags, {"tp-size": 8})  # a point tells alike configs apart
+
+
+def test_ids_do_not_depend_on_where_the_checkpoint_lies() -> None:
+    """Issue 20 #19: the same flags had one id in the repo and another elsewhere."""
+    here, there = load("demo.yml"), load("demo.yml")
+    there["model"]["path"] = "/srv/elsewhere/qwen35-397b-a17b-nvfp4"
+    a, b = planner.plan(here), planner.plan(there)
+    assert a.model_path != b.model_path
+    assert [c.id for c in a.configs] == [c.id for c in b.configs]
+    assert [c.argv[1] for c in b.configs] == [b.model_path] * len(b.configs)  # argv says where
+    # The id is the hash of the normalized flags alone (docs/reports.md).
+    first = next(c for c in a.configs if c.status == planner.VALID)
+    text = json.dumps(first.flags, sort_keys=True, separators=(",", ":"), default=str)
+    assert first.id == "c" + hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def test_plan_json_follows_the_contract() -> None:

@@ -94,6 +94,16 @@ def test_hopper_runs_nvfp4_only_through_marlin() -> None:
     assert "hopper-nvfp4-marlin-only" in rule_ids(evaluate(cutlass, "sm90", NEW, QWEN))
 
 
+def test_hopper_nvfp4_marlin_fallback_has_its_release_boundary() -> None:
+    # 0.5.13 is the first release whose NVFP4 MoE method and FP4 GEMM fall back to Marlin on
+    # SM80-SM90 (docs/sglang-rules-evidence.md, "Hardware rules, release by release").
+    for version in ("0.5.13", "0.5.16", "0.5.22"):
+        assert evaluate(FP4, "sm90", version, QWEN).reasons == [], version
+    result = evaluate(FP4, "sm90", "0.5.12.post1", QWEN)
+    assert rule_ids(result) == ["hopper-nvfp4-marlin-only"]
+    assert "SGLang 0.5.12.post1 runs NVFP4 on Blackwell only" in result.reasons[0].message
+
+
 def test_every_reason_is_kept_not_just_the_first() -> None:
     flags = {**FP4, "moe-runner-backend": "flashinfer_trtllm", "attention-backend": "fa3"}
     ids = rule_ids(evaluate(flags, "sm120", NEW, QWEN))

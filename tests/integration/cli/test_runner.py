@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bwtune import runner
+from bwtune import ansible_run
+from bwtune.ansible_run import playbooks, stopping
 
 from .conftest import INVENTORIES, LOCAL_INVENTORY, PLAYBOOKS
 
@@ -23,11 +24,11 @@ MECHANICS = PLAYBOOKS / "mechanics.yml"
 
 
 def test_events_give_module_results_retries_and_stats(bwtune_home: Path) -> None:
-    seen: list[runner.RunnerEvent] = []
+    seen: list[ansible_run.RunnerEvent] = []
     payload = {"matrix": {"axes": {"tp": [1, 2]}}, "note": "héllo"}
-    outcome = runner.run_playbook(
+    outcome = ansible_run.run_playbook(
         MECHANICS,
-        runner.load_inventory(INVENTORIES / "two_local.yml"),
+        ansible_run.load_inventory(INVENTORIES / "two_local.yml"),
         {"mechanics_payload": payload},
         on_event=seen.append,
         quiet=True,
@@ -49,7 +50,7 @@ def test_events_give_module_results_retries_and_stats(bwtune_home: Path) -> None
 
 
 def test_a_failed_task_names_the_host_and_task(bwtune_home: Path) -> None:
-    outcome = runner.run_playbook(
+    outcome = ansible_run.run_playbook(
         MECHANICS,
         INVENTORIES / "two_local.yml",
         {"mechanics_fail_host": "beta"},
@@ -72,7 +73,7 @@ def test_limit_forks_extra_vars_and_verbosity_are_honoured(
     bwtune_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     literal = "a b $HOME 'q' ;"
-    outcome = runner.run_playbook(
+    outcome = ansible_run.run_playbook(
         MECHANICS,
         INVENTORIES / "two_local.yml",
         {},
@@ -101,7 +102,7 @@ def test_an_unreachable_host_is_reported_as_such(bwtune_home: Path, tmp_path: Pa
     inventory = tmp_path / "unreachable.yml"
     text = (INVENTORIES / "unreachable.yml").read_text()
     inventory.write_text(text.replace("ansible_port: 1", f"ansible_port: {_closed_port()}"))
-    outcome = runner.run_playbook(MECHANICS, inventory, {}, quiet=True)
+    outcome = ansible_run.run_playbook(MECHANICS, inventory, {}, quiet=True)
     assert outcome.rc != 0
     assert outcome.failures["ghost"].kind == "unreachable"
     assert "ghost is unreachable" in outcome.failures["ghost"].line()
@@ -109,10 +110,10 @@ def test_an_unreachable_host_is_reported_as_such(bwtune_home: Path, tmp_path: Pa
 
 
 def test_private_data_dir_is_private(bwtune_home: Path) -> None:
-    run_id = runner.new_run_id()
-    pdd = runner.private_data_dir(run_id)
+    run_id = ansible_run.new_run_id()
+    pdd = ansible_run.private_data_dir(run_id)
     assert pdd == bwtune_home / "runs" / run_id / "runner"
-    outcome = runner.run_playbook(
+    outcome = ansible_run.run_playbook(
         MECHANICS,
         LOCAL_INVENTORY,
         {"mechanics_payload": {"token": "s3cret"}},
@@ -126,7 +127,7 @@ def test_private_data_dir_is_private(bwtune_home: Path) -> None:
     assert "s3cret" in extravars.read_text()
     assert stat.S_IMODE(extravars.stat().st_mode) == 0o600
     # A second playbook in the same dir does not inherit the first one's extravars.
-    second = runner.run_playbook(MECHANICS, LOCAL_INVENTORY, {}, private_data_dir=pdd, quiet=True)
+    second = ansible_run.run_playbook(MECHANICS, LOCAL_INVENTORY, {}, private_data_dir=pdd, quiet=True)
     assert second.results("debug")["localhost"]["msg"] == {}
     assert not extravars.exists()
     assert len(list((pdd / "artifacts").iterdir())) == 2
@@ -134,16 +135,16 @@ def test_private_data_dir_is_private(bwtune_home: Path) -> None:
 
 def test_bad_inventory_path_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(
-        runner.InventoryError, match=r"^inventory /nonexistent/hosts.yml: no such file or directory$"
+        ansible_run.InventoryError, match=r"^inventory /nonexistent/hosts.yml: no such file or directory$"
     ):
-        runner.load_inventory("/nonexistent/hosts.yml")
-    with pytest.raises(runner.InventoryError, match="no such file"):
-        runner.run_playbook(MECHANICS, tmp_path / "missing.yml", {}, quiet=True)
+        ansible_run.load_inventory("/nonexistent/hosts.yml")
+    with pytest.raises(ansible_run.InventoryError, match="no such file"):
+        ansible_run.run_playbook(MECHANICS, tmp_path / "missing.yml", {}, quiet=True)
 
 
 def test_unparsable_inventory_names_the_parser_and_reason() -> None:
-    with pytest.raises(runner.InventoryError) as caught:
-        runner.load_inventory(INVENTORIES / "broken.yml")
+    with pytest.raises(ansible_run.InventoryError) as caught:
+        ansible_run.load_inventory(INVENTORIES / "broken.yml")
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"inventory {INVENTORIES / 'broken.yml'}: cannot be parsed as yaml: ")
@@ -151,21 +152,21 @@ def test_unparsable_inventory_names_the_parser_and_reason() -> None:
 
 
 def test_inventory_hosts_vars_and_limit() -> None:
-    inventory = runner.load_inventory(INVENTORIES / "two_local.yml")
+    inventory = ansible_run.load_inventory(INVENTORIES / "two_local.yml")
     assert inventory.hosts == ["alpha", "beta"]
     assert (inventory.simulated("alpha"), inventory.simulated("beta")) == (False, True)
-    assert runner.load_inventory(INVENTORIES / "two_local.yml", limit="alpha").hosts == ["alpha"]
-    with pytest.raises(runner.InventoryError, match="no hosts matching --limit 'gamma'"):
-        runner.load_inventory(INVENTORIES / "two_local.yml", limit="gamma")
+    assert ansible_run.load_inventory(INVENTORIES / "two_local.yml", limit="alpha").hosts == ["alpha"]
+    with pytest.raises(ansible_run.InventoryError, match="no hosts matching --limit 'gamma'"):
+        ansible_run.load_inventory(INVENTORIES / "two_local.yml", limit="gamma")
 
 
 CANCEL_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
-    from bwtune import runner
-    with runner.cancel_on_interrupt() as cancel:
+    from bwtune import ansible_run
+    with ansible_run.cancel_on_interrupt() as cancel:
         t0 = time.monotonic()
-        outcome = runner.run_playbook(
+        outcome = ansible_run.run_playbook(
             sys.argv[1], sys.argv[2], {"mechanics_sleep_s": 137},
             on_event=lambda e: print("EVENT", e.kind, e.task, flush=True), quiet=True, cancel=cancel.event)
     print("DONE", json.dumps({"status": outcome.status, "rc": outcome.rc,
@@ -190,8 +191,12 @@ def test_sigint_cancels_the_playbook_cleanly(bwtune_home: Path, tmp_path: Path) 
             break
     else:
         pytest.fail(f"the playbook never reached its sleep (rc {proc.wait()})")
-    time.sleep(1.0)  # the sleep command is running on the "node" now
+    # The task has started; its module may need a while on a loaded machine to exec `sleep`.
+    deadline = time.monotonic() + 30
     ours = set(_sleepers()) - unrelated
+    while not ours and time.monotonic() < deadline:
+        time.sleep(0.1)
+        ours = set(_sleepers()) - unrelated
     assert ours, "the playbook's sleep task is not running"
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
@@ -214,3 +219,51 @@ def _sleepers() -> list[str]:
             if cmdline[:2] == [b"sleep", b"137"]:
                 found.append(entry.name)
     return found
+
+
+def test_artifacts_that_cannot_be_written_stop_the_playbook_and_say_where(
+    bwtune_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full BWTUNE_HOME (issue 21 #10): ansible-runner's ENOSPC left ansible-playbook behind.
+    fixed = playbooks.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=playbooks.UTC)
+
+    class Frozen(playbooks.datetime):
+        @classmethod
+        def now(cls, tz: object = None) -> playbooks.datetime:  # type: ignore[override]
+            return fixed
+
+    monkeypatch.setattr(playbooks, "datetime", Frozen)
+    pdd = tmp_path / "runner"
+    artifacts = pdd / "artifacts" / (fixed.strftime("%Y%m%dT%H%M%S.%fZ") + "-mechanics")
+    artifacts.mkdir(parents=True)
+    (artifacts / "stdout").symlink_to("/dev/full")  # every write of the playbook's output: ENOSPC
+    with pytest.raises(ansible_run.ArtifactWriteError) as raised:
+        ansible_run.run_playbook(
+            MECHANICS, LOCAL_INVENTORY, {"mechanics_payload": {}}, private_data_dir=pdd, quiet=True
+        )
+    assert str(raised.value) == f"cannot write {pdd}: No space left on device"
+    mine = [
+        pid
+        for pid in stopping._children_by_pid().get(os.getpid(), [])
+        if b"ansible-playbook" in stopping._cmdline(pid)
+    ]
+    assert mine == [], "ansible-playbook outlived the failed run"
+
+
+def test_an_event_file_cut_short_by_a_full_disk_is_the_same_one_line(
+    bwtune_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ansible-runner reading back an event file that ENOSPC left empty raises a ValueError.
+    def cut_short(**kwargs: object) -> None:
+        raise json.JSONDecodeError("Expecting value", "", 0)
+
+    monkeypatch.setattr(playbooks.ansible_runner, "run", cut_short)
+    monkeypatch.setattr(playbooks, "_no_space", lambda path: True)
+    pdd = tmp_path / "runner"
+    with pytest.raises(
+        ansible_run.ArtifactWriteError, match=rf"^cannot write {pdd}: No space left on device$"
+    ):
+        ansible_run.run_playbook(MECHANICS, LOCAL_INVENTORY, private_data_dir=pdd, quiet=True)
+    monkeypatch.setattr(playbooks, "_no_space", lambda path: False)
+    with pytest.raises(json.JSONDecodeError):  # not a storage problem: raised as it is
+        ansible_run.run_playbook(MECHANICS, LOCAL_INVENTORY, private_data_dir=pdd, quiet=True)

@@ -101,6 +101,8 @@ def test_the_documented_command_sweeps_the_demo_from_the_repo_root(tmp_path: Pat
     env = node_env(tmp_path, fast_profile(tmp_path))
     done = ansible_playbook(env, *DOCUMENTED)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    # Following a healthy sweep is one quiet task, not a retry per poll (issue 20 #28).
+    assert "FAILED - RETRYING" not in done.stdout, done.stdout[-4000:]
     [results] = results_files(env)
     lines = read_lines(results)
     status = Counter(line["status"] for line in lines)
@@ -185,6 +187,40 @@ def test_check_mode_prints_the_plan_without_verbose_and_launches_nothing(tmp_pat
     assert table[-1] == "12 configs: 6 valid, 3 pruned, 3 duplicates; 6 launches x 2 workloads"
     assert results_files(env) == [] and not (Path(env["HOME"]) / ".local").exists()
     assert live_standins(env) == []
+
+
+def test_out_of_range_role_variables_fail_in_one_line_before_anything_starts(tmp_path: Path) -> None:
+    # sweep_poll_s=0 passed the argument specs, started the sweep, then the play divided by zero
+    # and left the sweep running unfollowed (issue 21 #9, #13).
+    env = node_env(tmp_path, fast_profile(tmp_path))
+    bad = {
+        "sweep_poll_s": 0,
+        "sweep_port": 70000,
+        "sweep_launch_command": "python3 -m sglang.launch_server",
+        "sweep_results_dir": "",
+        "sweep_startup_timeout_s": -1,
+    }
+    done = ansible_playbook(env, *DOCUMENTED, "-e", json.dumps(bad))
+    assert done.returncode == 2, done.stdout[-4000:]
+    message = fatal(done.stdout)["msg"]
+    assert "\n" not in message
+    assert "sweep_poll_s: 0 is out of range" in message
+    assert "sweep_port: 70000 is not a port (1-65535)" in message
+    assert 'sweep_launch_command: "python3 -m sglang.launch_server" is a string' in message
+    assert 'sweep_results_dir: "" must be an absolute or ~-relative folder' in message
+    assert "sweep_startup_timeout_s: -1 is out of range" in message
+    tasks = re.findall(r"^TASK \[(.*?)\]", done.stdout, re.MULTILINE)
+    assert tasks[1:] == ["bwtune.sglang.sweep : Check the sweep's numbers and paths"], tasks
+    assert not (Path(env["HOME"]) / ".local").exists() and live_standins(env) == []
+
+
+def test_attach_refuses_a_poll_interval_of_zero_in_one_line(tmp_path: Path) -> None:
+    env = node_env(tmp_path, fast_profile(tmp_path))
+    attach = ["-i", "inventory/local.yml", "playbooks/sweep_attach.yml"]
+    done = ansible_playbook(env, *attach, "-e", json.dumps({"bwtune_run_id": "r1", "sweep_poll_s": 0}))
+    assert done.returncode == 2, done.stdout[-4000:]
+    assert fatal(done.stdout)["msg"].startswith("sweep_poll_s: 0 is out of range")
+    assert "ZeroDivisionError" not in done.stdout + done.stderr
 
 
 def test_bad_role_variables_fail_validation_one_line_each_before_anything_runs(tmp_path: Path) -> None:

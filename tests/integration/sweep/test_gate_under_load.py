@@ -51,6 +51,7 @@ def test_a_config_broken_only_in_large_batches_gets_wrong_output_and_cannot_win(
         port=node.port,
         simulated=True,
         launch_command=STANDIN,
+        strategy="grid",  # every case launched (the module's default is adaptive)
         env={
             k: node.env[k]
             for k in ("BWTUNE_STANDIN_PROFILE", "BWTUNE_STANDIN_STARTUP_SCALE", "BWTUNE_STANDIN_STATE_DIR")

@@ -8,19 +8,29 @@ private node as the playbook tests (conftest.Node)."""
 from __future__ import annotations
 
 import errno
+import http.server
 import json
 import os
+import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep, sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils import (
+    config_launch,
+    launcher,
+    results_contract,
+    sweep,
+    sweep_state,
+)
 
 from .conftest import Node, read_lines
 
@@ -38,6 +48,7 @@ def on_node(node: Node, monkeypatch: pytest.MonkeyPatch) -> Node:
 
 def options(node: Node, run_id: str, cases: list[str], **params: Any) -> sweep.SweepOptions:
     params.setdefault("launch_command", STANDIN)
+    params.setdefault("strategy", "grid")  # every case launched (the module's default is adaptive)
     return sweep.SweepOptions(
         matrix=node.matrix(cases),
         results_path=str(node.results_path(run_id)),
@@ -165,7 +176,7 @@ def test_a_launch_that_loses_its_port_is_started_again_on_another(
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     lost = taken.getsockname()[1]
-    free_port = sweep._free_port
+    free_port = config_launch._free_port
     calls: list[int] = []
 
     def checked_free_then_taken(host: str, first: int) -> int:
@@ -173,7 +184,7 @@ def test_a_launch_that_loses_its_port_is_started_again_on_another(
         calls.append(first)
         return lost if len(calls) == 1 else free_port(host, first)
 
-    monkeypatch.setattr(sweep, "_free_port", checked_free_then_taken)
+    monkeypatch.setattr(config_launch, "_free_port", checked_free_then_taken)
     try:
         outcome = run(options(node, "race", ["ok-base"]))
     finally:
@@ -185,11 +196,94 @@ def test_a_launch_that_loses_its_port_is_started_again_on_another(
     node.assert_nothing_left()
 
 
+def test_a_port_another_server_answers_on_is_never_measured_as_the_configs(
+    on_node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another server took the chosen port and answers every request while ours still loads
+    # (a real SGLang binds its port only after loading, minutes): its numbers must not become
+    # this config's. The launch is started again on another port, and the line is our server's.
+    node = on_node
+
+    class Impostor(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    impostor = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    taken = impostor.server_address[1]
+    free_port = config_launch._free_port
+    calls: list[int] = []
+
+    def checked_free_then_taken(host: str, first: int) -> int:
+        calls.append(first)
+        return taken if len(calls) == 1 else free_port(host, first)
+
+    monkeypatch.setattr(config_launch, "_free_port", checked_free_then_taken)
+    try:
+        outcome = run(options(node, "impostor", ["ok-base"]))
+    finally:
+        impostor.shutdown()
+        impostor.server_close()
+    assert len(calls) == 2
+    (line,) = read_lines(node.results_path("impostor"))
+    assert line["status"] == "ok", line
+    assert line["metrics"], "measured on our own server, which answers generate requests"
+    assert f"--port {taken}" not in " ".join(line["argv"])
+    assert outcome["summary"]["launches"] == 1
+    node.assert_nothing_left()
+
+
 def test_a_server_that_refuses_the_key_is_auth_failed_not_wrong_output(on_node: Node) -> None:
     node = on_node
     opts = options(node, "auth", ["ok-base"], launch_command=[*STANDIN, "--api-key", "the-servers-own-key"])
     outcome = run(opts)
     (line,) = outcome["results"]
-    assert line["status"] == launcher.AUTH_FAILED, line["failure"]
+    assert line["status"] == results_contract.AUTH_FAILED, line["failure"]
     assert "HTTP 401" in line["failure"]["message"] and "sweep_api_key" in line["failure"]["message"]
     node.assert_nothing_left()
+
+
+def test_the_nodes_logs_mask_the_key_and_every_secret_and_are_private(on_node: Node) -> None:
+    # The stand-in prints its ServerArgs as SGLang does, api_key included (issue 21 #12).
+    node = on_node
+    key, token = "sk-sweep-key-0123456789", "hf_SweepTokenAbcdefghij"
+    opts = options(node, "secrets", ["ok-base"], api_key=key, secret_env={"HF_TOKEN": token})
+    outcome = run(opts)
+    assert [line["status"] for line in outcome["results"]] == ["ok"]
+    # Each line says what it was measured for: `bwtune import` ranks by it (issue 20 #28).
+    objective = {"workload": "single", "metric": "output_tok_s_per_request", "goal": "max"}
+    assert [line["objective"] for line in read_lines(node.results_path("secrets"))] == [objective]
+    run_dir = node.results_path("secrets").parent
+    (log,) = (run_dir / "logs").glob("*.log")
+    text = log.read_text()
+    assert "server_args=ServerArgs(model_path=" in text and "api_key='********'" in text
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert key.encode() not in data and token.encode() not in data, path
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    for folder in (run_dir, run_dir / "logs"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    node.assert_nothing_left()
+
+
+@pytest.mark.parametrize(
+    ("results_path", "why"),
+    [
+        ("/empty-dir-run/results.jsonl", "puts the run's folder in the filesystem root"),
+        ("relative/run/results.jsonl", "must be an absolute or ~-relative path"),
+        ("", "must be an absolute or ~-relative path"),
+    ],
+)
+def test_a_results_path_in_the_root_or_relative_is_refused_before_anything_is_written(
+    on_node: Node, results_path: str, why: str
+) -> None:
+    # sweep_results_dir: "" made /<run>/results.jsonl and /.bwtune-node.lock as root (issue 21 #13).
+    with pytest.raises(sweep.BadInput, match=r"^results_path: .*" + re.escape(why)):
+        sweep.SweepOptions(matrix=on_node.matrix(["ok-base"]), results_path=results_path, run_id="r1")
+    assert not Path("/empty-dir-run").exists() and not Path("relative").exists()

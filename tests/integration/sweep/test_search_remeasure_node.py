@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, strategies
 
 from .conftest import Node, read_lines
 
@@ -75,12 +75,16 @@ def test_adaptive_measures_the_tied_configs_again_and_a_rerun_launches_nothing(
     full = [case for case, got in by_case.items() if not got[0]["screened_out"]]
     assert "ok-slow" not in full or len(by_case["ok-slow"]) == 1
     if sorted(full) == ["ok-base", "ok-twin"]:  # neither screened out: within the noise
-        assert len(by_case["ok-base"]) == len(by_case["ok-twin"]) == 2, "both measured again"
+        # Both measured again; while they stay within the measured noise the finals go on, up
+        # to REPEATS launches each and REMEASURES re-measures in all (how many depends on the
+        # launches' timing jitter, so the test holds the bounds, not one count).
+        launches = {case: len(by_case[case]) for case in full}
+        assert all(2 <= n <= strategies.REPEATS for n in launches.values()), launches
+        assert sum(n - 1 for n in launches.values()) <= strategies.REMEASURES, launches
         for case in full:
             assert results_contract.SCREEN_WORKLOAD in by_case[case][0]["metrics"]
-            assert results_contract.SCREEN_WORKLOAD not in by_case[case][1]["metrics"], (
-                "re-measure: full only"
-            )
+            for again_line in by_case[case][1:]:
+                assert results_contract.SCREEN_WORKLOAD not in again_line["metrics"], "re-measure: full only"
     objective = results_contract.objective_of(matrix)
     assert outcome["best"] == results_contract.pick_best(lines, objective)["config_id"]
     before = node.results_path("finals").read_text()

@@ -86,3 +86,60 @@ def test_a_running_server_that_never_became_healthy_times_out():
     failure = classify(["Load weight begin.", "Capture cuda graph begin."], exited=False, returncode=None)
     assert failure.as_tuple() == ("startup-timeout", "Capture cuda graph begin.")
     assert cls(["CUDA out of memory. Tried to allocate"], exited=False, rc=None) == "oom"
+
+
+def test_accelerator_allocators_and_sglang_pools_running_out_are_oom():
+    # Ascend's torch_npu, ROCm, the CUDA driver, SGLang's KV-pool allocator.
+    assert cls(["torch_npu.memory: [ERROR] [1] NPU out of memory. Tried to allocate 450.00 MiB"]) == "oom"
+    assert cls(["RuntimeError: HIP out of memory. Tried to allocate 2.00 GiB"]) == "oom"
+    assert cls(["RuntimeError: hipErrorOutOfMemory"]) == "oom"
+    assert cls(["RuntimeError: CUDA driver error: out of memory"]) == "oom"
+    assert cls(["RuntimeError: Decode out of memory. Try to lower your batch size."]) == "oom"
+
+
+def test_a_negative_profiled_token_budget_is_oom():
+    line = "[TP0] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value."
+    assert cls([line]) == "oom"
+    assert cls(["[TP0] max_total_num_tokens=-123, chunked_prefill_size=8192"]) == "oom"
+    assert cls(["[TP0] max_total_num_tokens=56524, max_prefill_tokens=16384", "Killed"]) == "crashed"
+
+
+def test_jit_toolchains_refusing_this_gpu_are_unsupported_hardware():
+    refusals = [
+        "ptxas fatal   : Value 'sm_120a' is not defined for option 'gpu-name'",
+        "nvcc fatal   : Unsupported gpu architecture 'compute_120a'",
+        "ptxas /tmp/x.ptx, line 6; error   : Feature '.tile::gather4' not supported on .target 'sm_120a'",
+        "Arch conditional MMA instruction used without targeting appropriate compute capability. Aborting.",
+        "RuntimeError: CUDA error: invalid device function",
+        "AssertionError: fp8e4nv data type is not supported on CUDA arch < 89",
+        "SGlang only supports sm 75 and  above",
+    ]
+    for line in refusals:
+        assert cls([line]) == "unsupported-hardware", line
+
+
+def test_an_exception_from_tritons_code_generation_is_unsupported_hardware():
+    lowering = tb(
+        "sglang/srt/layers/attention/triton_backend.py",
+        "triton/compiler/compiler.py",
+        "triton/backends/nvidia/compiler.py",
+        exc="IndexError: map::at",
+    )
+    assert cls(lowering) == "unsupported-hardware"
+    # Triton's OutOfResources is a hardware limit even when the quote cuts its message.
+    cut = tb(
+        "triton/compiler/compiler.py", exc="triton.runtime.errors.OutOfResources: out of resource: shared me"
+    )
+    assert cls(cut) == "unsupported-hardware"
+    # The same exception from Triton's front end (the kernel's own Python) is no GPU refusal.
+    frontend = tb(
+        "sglang/srt/layers/attention/triton_backend.py", "triton/runtime/jit.py", exc="IndexError: x"
+    )
+    assert cls(frontend) == "crashed"
+
+
+def test_a_model_architecture_this_sglang_lacks_is_a_crash_not_hardware_or_arguments():
+    assert (
+        cls(["ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now."]) == "crashed"
+    )
+    assert cls(["ValueError: Unsupported architectures: LlavaQwenForCausalLM"]) == "crashed"

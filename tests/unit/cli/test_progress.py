@@ -5,14 +5,14 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from bwtune.progress import ProgressView, SweepState, TaskLines, format_duration
-from bwtune.runner import RunnerEvent
+from bwtune.ansible_run import RunnerEvent
+from bwtune.progress import FOLLOW_TASK, ProgressView, SweepState, TaskLines, format_duration
 
 FOLLOW = "bwtune.sglang.sweep_progress"
 
 
 def event(kind: str, host: str | None, res: dict[str, Any] | None = None, **extra: Any) -> RunnerEvent:
-    task = extra.pop("task", "Follow the sweep")
+    task = extra.pop("task", FOLLOW_TASK)
     action = extra.pop("action", FOLLOW)
     return RunnerEvent(kind, host, task, action, res or {}, {"host": host, **extra})
 
@@ -107,6 +107,22 @@ def test_task_lines_for_short_playbooks() -> None:
         "a: Install: changed",
         "b: Gather GPU facts: failed: no GPU",
     ]
+
+
+def test_task_lines_show_a_modules_warnings_even_when_quiet() -> None:
+    # A risk the user accepted (preflight_accept_glibc_risk) is a module warning: it must
+    # reach the user of `bwtune provision`, whose playbook output is not shown.
+    warning = "glibc: 2.41 is >= 2.41, accepted by preflight_accept_glibc_risk: FlashInfer kernels\nmay fail"
+    for quiet, progress_line in ((False, ["a: Check glibc: ok"]), (True, [])):
+        stream = io.StringIO()
+        lines = TaskLines(stream=stream, quiet=quiet)
+        lines.on_event(event("ok", "a", {"changed": False, "warnings": [warning]}, task="Check glibc"))
+        lines.on_event(event("skipped", "b", {"warnings": ["not shown: a skipped task"]}, task="x"))
+        assert stream.getvalue().splitlines() == [
+            *progress_line,
+            "a: Check glibc: warning: glibc: 2.41 is >= 2.41, accepted by preflight_accept_glibc_risk: "
+            "FlashInfer kernels may fail",
+        ]
 
 
 def test_format_duration() -> None:

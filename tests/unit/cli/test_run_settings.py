@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bwtune import run_settings, runner
+from bwtune import ansible_run, run_settings
 from bwtune.cli import build_parser, main
 from bwtune.commands import demo, sweep
 
@@ -22,10 +22,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     # ansible-inventory itself is tested elsewhere (tests/integration/cli); here only which
     # inventory a resume reads matters.
-    def load_inventory(path: str | Path, limit: str | None = None) -> runner.Inventory:
-        return runner.Inventory(Path(path).resolve(), {"localhost": {}})
+    def load_inventory(path: str | Path, limit: str | None = None) -> ansible_run.Inventory:
+        return ansible_run.Inventory(Path(path).resolve(), {"localhost": {}})
 
-    monkeypatch.setattr(runner, "load_inventory", load_inventory)
+    monkeypatch.setattr(ansible_run, "load_inventory", load_inventory)
     return tmp_path / "home"
 
 
@@ -35,8 +35,8 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def start(request: sweep.SweepRequest) -> None:
     """What run_sweep keeps before the playbook starts."""
-    sweep.runner.private_data_dir(request.run_id)
-    (sweep.results_db.run_dir(request.run_id) / "matrix.json").write_text('{"model": {"path": "/m"}}')
+    sweep.ansible_run.private_data_dir(request.run_id)
+    (sweep.store.run_dir(request.run_id) / "matrix.json").write_text('{"model": {"path": "/m"}}')
     request.settings().save(request.run_id)
 
 
@@ -44,7 +44,7 @@ def test_demo_resume_reuses_the_demos_startup_scale_and_says_how(monkeypatch: py
     monkeypatch.delenv(demo.SCALE_ENV, raising=False)
     first = demo._fresh(parse("demo"))
     start(first)
-    saved = sweep.results_db.run_dir(first.run_id) / run_settings.FILE_NAME
+    saved = sweep.store.run_dir(first.run_id) / run_settings.FILE_NAME
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600  # -e values may hold secrets
     # The resume is run from a shell that no longer has the scale in its environment.
     again = demo._resume(parse("demo", "--resume", first.run_id))
@@ -65,9 +65,9 @@ def test_sweep_resume_needs_no_inventory_and_keeps_settings_but_not_force(tmp_pa
         "-l", "localhost", "--node-results-dir", str(tmp_path / "node"), "-e", f"@{tmp_path / 'v.yml'}",
         "--force",
     )  # fmt: skip
-    first = sweep.SweepRequest.from_args(args)
+    first = sweep.request_from_args(args)
     start(first)
-    again = sweep.SweepRequest.from_args(parse("sweep", "--resume", first.run_id))
+    again = sweep.request_from_args(parse("sweep", "--resume", first.run_id))
     assert again.inventory.path == LOCAL.resolve()
     assert (again.strategy, again.limit, again.node_results_dir) == (
         "screen",
@@ -79,13 +79,13 @@ def test_sweep_resume_needs_no_inventory_and_keeps_settings_but_not_force(tmp_pa
     assert again.resume_command() == f"bwtune sweep --resume {first.run_id}"
     # A flag given again wins over the saved one.
     assert (
-        sweep.SweepRequest.from_args(parse("sweep", "--resume", first.run_id, "--strategy", "grid")).strategy
+        sweep.request_from_args(parse("sweep", "--resume", first.run_id, "--strategy", "grid")).strategy
         == "grid"
     )
 
 
 def test_a_demo_run_id_given_to_resume_a_sweep_run_is_refused() -> None:
-    first = sweep.SweepRequest.from_args(
+    first = sweep.request_from_args(
         parse("sweep", "-i", str(LOCAL), "-m", str(REPO / "examples" / "demo.yml"))
     )
     start(first)
@@ -97,20 +97,20 @@ def test_cancel_stops_the_run_where_its_settings_say_and_says_how_to_resume(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["sweep", "-i", str(LOCAL), "-m", str(REPO / "examples" / "demo.yml")]
-    first = sweep.SweepRequest.from_args(parse(*argv, "--node-results-dir", str(tmp_path / "n")))
+    first = sweep.request_from_args(parse(*argv, "--node-results-dir", str(tmp_path / "n")))
     start(first)
     calls = []
 
     def run_playbook(
-        name: str, inventory: runner.Inventory, extravars: dict, **kwargs: object
-    ) -> runner.PlaybookRun:
+        name: str, inventory: ansible_run.Inventory, extravars: dict, **kwargs: object
+    ) -> ansible_run.PlaybookRun:
         calls.append((name, inventory.path, extravars))
-        done = runner.PlaybookRun(playbook=Path(name), private_data_dir=tmp_path, ident="x")
+        done = ansible_run.PlaybookRun(playbook=Path(name), private_data_dir=tmp_path, ident="x")
         done.stats = {"ok": {"localhost": 1}}
         done.rc = 0
         return done
 
-    monkeypatch.setattr(runner, "run_playbook", run_playbook)
+    monkeypatch.setattr(ansible_run, "run_playbook", run_playbook)
     assert main(["cancel", first.run_id]) == 0
     assert calls == [
         (

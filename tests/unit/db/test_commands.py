@@ -57,6 +57,29 @@ def test_import_with_run_id_and_matrix_objective(home: Path, tmp_path: Path, cap
     assert output["best"]["objective"] == min(r["objective"] for r in ok)
 
 
+def test_import_without_a_matrix_ranks_by_the_objective_the_lines_were_measured_for(
+    home: Path, tmp_path: Path, capsys
+) -> None:
+    # It used to rank by the default objective (output_throughput, max) instead (issue 20 #28).
+    measured_for = {"workload": "long-8k", "metric": "mean_tpot_ms", "goal": "min"}
+    lines = [{**line, "objective": measured_for} for line in sample_results()]
+    path = write_jsonl(tmp_path / "r.jsonl", lines)
+    code, out, err = _run(capsys, "import", str(path), "--run-id", "nightly-2")
+    assert code == 0, err
+    code, out, _ = _run(capsys, "export", "nightly-2", "--format", "json")
+    output = json.loads(out)
+    assert output["summary"]["objective"] == measured_for
+    ok = [r for r in output["results"] if r["status"] == "ok"]
+    assert output["best"]["objective"] == min(r["objective"] for r in ok)
+
+
+def test_a_line_with_a_bad_objective_is_refused_naming_it(home: Path, tmp_path: Path, capsys) -> None:
+    lines = sample_results()[:2]
+    lines[1]["objective"] = {"metric": "ttft", "goal": "lowest"}
+    code, _out, err = _run(capsys, "import", str(write_jsonl(tmp_path / "o.jsonl", lines)))
+    assert code == 2 and ":2: objective: objective goal 'lowest' must be 'max' or 'min'" in err, err
+
+
 def test_bad_results_file_is_one_line_and_exit_2(home: Path, tmp_path: Path, capsys) -> None:
     bad = sample_results()[:2]
     bad[1]["status"] = "exploded"

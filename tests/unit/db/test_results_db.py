@@ -9,10 +9,11 @@ from sample_results import FAILURES, sample_results, write_jsonl
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
 from bwtune import results_db
+from bwtune.store import schema
 
 
 def _counts(conn: sqlite3.Connection) -> dict[str, int]:
-    tables = ("runs", "hosts", "stacks", "configs", "results", "metric_summaries", "measurements", "failures")
+    tables = ("runs", "hosts", "stacks", "configs", "results", "workload_values", "failures")
     return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
 
 
@@ -41,8 +42,8 @@ def test_migration_upgrades_an_older_database(tmp_path: Path, monkeypatch: pytes
     path = tmp_path / "results.db"
     results_db.connect(path).close()
     extra = (*results_db.MIGRATIONS, ("ALTER TABLE runs ADD COLUMN note TEXT",))
-    monkeypatch.setattr(results_db, "MIGRATIONS", extra)
-    monkeypatch.setattr(results_db, "SCHEMA_VERSION", len(extra))
+    monkeypatch.setattr(schema, "MIGRATIONS", extra)  # the store's migrations live in bwtune.store.schema
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(extra))
     conn = results_db.connect(path)
     assert results_db.schema_version(conn) == len(extra)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
@@ -107,7 +108,7 @@ def test_two_hosts_merge_into_one_run(db: sqlite3.Connection, sample: list[dict]
     shared = {r["config_id"] for r in host_b}
     assert db.execute("SELECT COUNT(*) FROM configs").fetchone()[0] == len({r["config_id"] for r in sample})
     rows = db.execute(
-        "SELECT COUNT(DISTINCT host) FROM measurements WHERE config_id = ?", (next(iter(shared)),)
+        "SELECT COUNT(DISTINCT host) FROM workload_values WHERE config_id = ?", (next(iter(shared)),)
     ).fetchone()
     assert rows[0] == 2
     assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
@@ -126,18 +127,28 @@ def test_measurements_are_per_workload_metric_and_repetition(
 ) -> None:
     results_db.import_results(db, sample)
     first = sample[0]
-    rows = db.execute(
-        "SELECT workload, repetition, value FROM measurements "
-        "WHERE host = ? AND config_id = ? AND metric = 'output_throughput' ORDER BY workload, repetition",
-        (first["host"], first["config_id"]),
-    ).fetchall()
+    [back] = [r for r in results_db.run_results(db, first["run_id"]) if r["config_id"] == first["config_id"]
+              and r["host"] == first["host"]]  # fmt: skip
+    got = [
+        (w, i, rep["output_throughput"])
+        for w in sorted(back["metrics"])
+        for i, rep in enumerate(back["metrics"][w]["repetitions"])
+    ]
     expected = [
         (w, i, rep["output_throughput"])
         for w in sorted(first["metrics"])
         for i, rep in enumerate(first["metrics"][w]["repetitions"])
     ]
-    assert [tuple(r) for r in rows] == expected
-    assert len(rows) == 6  # 2 workloads x 3 repetitions
+    assert got == expected and len(got) == 6  # 2 workloads x 3 repetitions
+    # One row per result and workload holds the values queries rank by (schema 4).
+    rows = db.execute(
+        "SELECT workload, values_json FROM workload_values WHERE host = ? AND config_id = ? "
+        "ORDER BY workload",
+        (first["host"], first["config_id"]),
+    ).fetchall()
+    assert [(w, json.loads(v)) for w, v in rows] == [
+        (w, first["metrics"][w]["values"]) for w in sorted(first["metrics"])
+    ]
 
 
 def test_failures_keep_class_message_and_log_tail(db: sqlite3.Connection, sample: list[dict]) -> None:
@@ -294,3 +305,20 @@ def test_a_version_1_database_with_results_migrates_and_keeps_them(
     ]
     [new] = results_db.run_results(conn, line["run_id"])
     assert new == line
+
+
+def test_runs_of_one_config_with_different_model_paths_keep_their_own_argv(
+    db: sqlite3.Connection, sample: list[dict]
+) -> None:
+    """Issue 20 #19: a config id is a hash of the flags alone, so two runs of the same flags
+    with the checkpoint in different places share it; each keeps its own argv."""
+    line = next(r for r in sample if r["status"] == "ok")
+    here = {**line, "run_id": "r-here"}
+    there = {**line, "run_id": "r-there", "argv": ["--model-path", "/srv/elsewhere", *line["argv"][2:]]}
+    results_db.import_results(db, [here, there])
+    assert db.execute("SELECT COUNT(*) FROM configs").fetchone()[0] == 1
+    [a] = results_db.run_results(db, "r-here")
+    [b] = results_db.run_results(db, "r-there")
+    assert a["argv"] == line["argv"] and b["argv"] == there["argv"]
+    [out] = results_db.build_run_output(db, "r-there")["results"]
+    assert out["argv"][:2] == ["--model-path", "/srv/elsewhere"]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.build_lock import build_lock
+
 from .helpers import ROOT
 
 KERNEL = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
@@ -38,20 +40,22 @@ def cuda_libs() -> dict[str, Path]:
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
     tag = version.strip().splitlines()[-1].split()[-1].replace("/", "_")
     out = ROOT / "build" / "facts-fatbins" / tag
-    out.mkdir(parents=True, exist_ok=True)
-    src = out / "k.cu"
-    src.write_text(KERNEL)
     libs = {}
-    for name, gencodes in TARGETS.items():
-        lib = out / f"lib_{name}.so"
-        if not lib.exists():
-            argv = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(lib), str(src)]
-            for g in gencodes:
-                argv += [f"-gencode={g}"]
-            if name == "multi":
-                argv += ["-Xfatbin", "-compress-all"]
-            subprocess.run(argv, check=True, capture_output=True)
-        libs[name] = lib
+    with build_lock(out / ".lock"):  # another pytest worker may be building them too
+        src = out / "k.cu"
+        src.write_text(KERNEL)
+        for name, gencodes in TARGETS.items():
+            lib = out / f"lib_{name}.so"
+            if not lib.exists():
+                partial = lib.with_name(lib.name + ".partial")  # a killed build leaves no half library
+                argv = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(partial), str(src)]
+                for g in gencodes:
+                    argv += [f"-gencode={g}"]
+                if name == "multi":
+                    argv += ["-Xfatbin", "-compress-all"]
+                subprocess.run(argv, check=True, capture_output=True)
+                partial.replace(lib)
+            libs[name] = lib
     return libs
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -9,6 +12,9 @@ import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import kernel_build as kb
 from ansible_collections.bwtune.sglang.plugins.module_utils import preflight as pf
+from ansible_collections.bwtune.sglang.plugins.module_utils import stack_layout as sl
+from ansible_collections.bwtune.sglang.plugins.modules import stack_preflight
+from tests.unit.provision import direct
 
 GIB = pf.GIB
 
@@ -38,9 +44,9 @@ def test_checks_name_found_and_needed_numbers(tmp_path: Path) -> None:
         "gpu: no usable GPU (nvidia-smi not found)"
     ]
     assert pf.check_python("3.9.18", "3.10") == ["python: 3.9.18 is older than 3.10"]
-    assert pf.check_glibc("2.41", "2.41") == [
-        "glibc: 2.41 is >= 2.41, where FlashInfer's JIT compilation breaks"
-    ]
+    assert pf.check_glibc("2.41", "2.41")[0].startswith(
+        "glibc: 2.41 is >= 2.41, where FlashInfer's JIT compilation breaks; set preflight_accept_glibc_risk"
+    )
     assert pf.check_glibc("2.36", "2.41") == []
     assert pf.check_cores(1, 4) == ["cores: 1 online, the build needs at least 4"]
     # Disk: a path that does not exist yet is measured at its nearest existing parent.
@@ -103,3 +109,72 @@ def test_log_tail_reads_the_end(tmp_path: Path) -> None:
     log.write_text("".join(f"line {i}\n" for i in range(100)))
     assert kb.log_tail(str(log), 3) == ["line 97", "line 98", "line 99"]
     assert kb.log_tail(str(tmp_path / "missing.log")) == []
+
+
+class _Warns:
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+
+
+def test_failed_stack_attempts_count_as_reclaimable_disk_and_building_deletes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "stacks"
+    base = {
+        "torch_version": "2.12.0",
+        "sglang_commit": "a" * 40,
+        "cuda_version": "13.0",
+        "python_version": "3.12",
+        "arch": "x86_64",
+        "flashinfer_version": "",
+        "options": {},
+    }
+    good = {**base, "torch_version": "2.11.0"}
+    sl.write_manifest(str(root), good, verified=True)
+    sl.switch_current(str(root), sl.fingerprint(good))
+    failed = sl.fingerprint(base)
+    sl.write_manifest(str(root), base, verified=False)  # a failed attempt: 1 MiB of "torch"
+    (root / failed / "torch.so").write_bytes(os.urandom(1 << 20))
+    busy_inputs = {**base, "cuda_version": "12.9"}
+    busy = sl.fingerprint(busy_inputs)
+    sl.write_manifest(str(root), busy_inputs, verified=False)  # unverified, but a process runs in it
+    (root / ("f" * 12)).mkdir()  # fingerprint-named, but no manifest: not a stack (a build's work dir)
+    held = sl.disk_bytes(str(root / failed))
+    assert held >= 1 << 20
+
+    free = 2 * pf.GIB
+    monkeypatch.setattr(pf, "free_bytes", lambda path: (str(root), free))
+    disk = {"path": str(root), "what": "a new stack venv"}
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=root / busy)
+    try:
+        # Short of space, even counting the failed attempt: the line says what it holds.
+        module, found = _Warns(), {}
+        lines = stack_preflight.check_disk(module, {**disk, "need_gib": 3}, found)
+        assert len(lines) == 1
+        assert lines[0].startswith(f"disk: 2.0 GiB free at {root} and 0.0 GiB more is held by 1 unverified")
+        assert (
+            f"({failed}), which provisioning deletes before it builds; a new stack venv needs 3 GiB"
+            in lines[0]
+        )
+        assert found[str(root)]["stacks"] == {failed: held}
+        # Enough once the failed attempt goes: it passes, and a warning says why.
+        need = (free + held / 2) / pf.GIB
+        assert stack_preflight.check_disk(module, {**disk, "need_gib": need}, {}) == []
+        assert len(module.warnings) == 1 and "enough only because" in module.warnings[0]
+        assert failed in module.warnings[0] and busy not in module.warnings[0]
+
+        # state=building of the next stack deletes the failed attempt first (check mode: says only).
+        nxt = {**base, "sglang_commit": "b" * 40}
+        args = {"root": str(root), "state": "building", "inputs": nxt}
+        res = direct.run("stack_layout", {**args, "_ansible_check_mode": True}, tmp_path)
+        assert res["removed"] == [failed] and (root / failed).is_dir()
+        res = direct.run("stack_layout", args, tmp_path)
+        assert res["removed"] == [failed], res
+        left = [sl.fingerprint(good), busy, sl.fingerprint(nxt), "f" * 12]
+        assert sorted(sl.stacks(str(root))) == sorted(left)
+    finally:
+        worker.kill()
+        worker.wait()

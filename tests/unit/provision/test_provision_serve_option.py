@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bwtune import cli, exit_codes, runner
+from bwtune import ansible_run, cli, exit_codes
 from bwtune.commands import provision
 
 REPO = Path(__file__).resolve().parents[3]
@@ -22,17 +22,17 @@ REPO = Path(__file__).resolve().parents[3]
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
 
-    def load_inventory(path: str, limit: str | None = None) -> runner.Inventory:
-        return runner.Inventory(Path(path), {"node": {}})
+    def load_inventory(path: str, limit: str | None = None) -> ansible_run.Inventory:
+        return ansible_run.Inventory(Path(path), {"node": {}})
 
-    def run_playbook(name: str, inventory: Any, extravars: Any, **kw: Any) -> runner.PlaybookRun:
+    def run_playbook(name: str, inventory: Any, extravars: Any, **kw: Any) -> ansible_run.PlaybookRun:
         seen.append({"playbook": name, "extra_args": list(kw.get("extra_args") or [])})
-        done = runner.PlaybookRun(playbook=Path(name), private_data_dir=Path("/nonexistent"), ident="x")
+        done = ansible_run.PlaybookRun(playbook=Path(name), private_data_dir=Path("/nonexistent"), ident="x")
         done.rc = 0
         return done
 
-    monkeypatch.setattr(runner, "load_inventory", load_inventory)
-    monkeypatch.setattr(runner, "run_playbook", run_playbook)
+    monkeypatch.setattr(ansible_run, "load_inventory", load_inventory)
+    monkeypatch.setattr(ansible_run, "run_playbook", run_playbook)
     return seen
 
 
@@ -65,7 +65,7 @@ def listed_hosts(tmp_path: Path, *extra: str) -> dict[str, list[str]]:
     inventory = tmp_path / "inventory.yml"
     local = {"ansible_connection": "local"}
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"a": local, "b": local}}}))
-    cmd = [runner.bwtune_bin("ansible-playbook"), "-i", str(inventory), "--list-hosts", *extra]
+    cmd = [ansible_run.bwtune_bin("ansible-playbook"), "-i", str(inventory), "--list-hosts", *extra]
     done = subprocess.run([*cmd, str(REPO / "playbooks" / "provision.yml")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     plays: dict[str, list[str]] = {}

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -205,3 +208,52 @@ def test_facts_mismatches_name_each_difference() -> None:
         "sglang": {"installed": True, "git_commit": COMMIT_A},
     }
     assert sl.facts_mismatches(sl.validate_inputs(inputs()), good) == []
+
+
+def _wait_for(path: Path, proc: subprocess.Popen) -> None:
+    """Until the child wrote `path` (it is ready), or it died."""
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"helper process exited {proc.returncode}")
+        time.sleep(0.01)
+
+
+def test_prune_never_deletes_a_stack_a_running_process_uses(tmp_path: Path) -> None:
+    root = tmp_path / "stacks"
+    root.mkdir()
+    fps = [make_stack(root, torch_version=f"2.12.0.dev2026030{i}+cu130") for i in range(1, 5)]
+    for fp in fps:
+        sl.switch_current(str(root), fp)
+    # A "server" started through `current` when it pointed at fps[0]: it maps a library of
+    # that stack (as a server maps torch's .so) and works elsewhere.
+    lib = root / "current" / "lib.so"
+    sl.switch_current(str(root), fps[0])
+    lib.write_bytes(b"\0" * 4096)
+    sl.switch_current(str(root), fps[3])
+    ready = tmp_path / "ready"
+    code = (
+        "import mmap, sys, time\n"
+        f"f = open({str(root / fps[0] / 'lib.so')!r}, 'rb')\n"
+        "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "time.sleep(120)\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
+    # Another one whose working directory is a stack (fps[1]).
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], cwd=root / fps[1])
+    try:
+        _wait_for(ready, server)
+        busy = sl.in_use(str(root))
+        assert busy[fps[0]].startswith(f"pid {server.pid} (") and " maps " in busy[fps[0]]
+        assert busy[fps[1]].startswith(f"pid {other.pid} (") and " cwd " in busy[fps[1]]
+        kept: dict[str, str] = {}
+        removed = sl.prune(str(root), keep=1, kept=kept)
+        assert removed == [fps[2]]
+        assert sorted(kept) == sorted([fps[0], fps[1]])
+        assert sorted(sl.stacks(str(root))) == sorted([fps[0], fps[1], fps[3]])
+    finally:
+        for proc in (server, other):
+            proc.kill()
+            proc.wait()
+    # Once nothing uses them, the next prune takes them.
+    assert sorted(sl.prune(str(root), keep=1)) == sorted([fps[0], fps[1]])

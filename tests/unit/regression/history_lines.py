@@ -97,18 +97,21 @@ def store_run(
     stack_components: Mapping[str, Any] = STACK,
     cv: float = 0.02,
     tag: bool = True,
+    failed: Mapping[tuple[str, int], str] | None = None,
 ) -> None:
     """One regression run: each config launched `launches` times (later launches supersede
     earlier ones, as the forced repetitions of `bwtune regress` do). A level that is a string
-    is a failure class."""
+    is a failure class; `failed` fails single launches: (config id, launch number from 1) ->
+    failure class."""
     rng = random.Random(seed)
     results_db.record_run(conn, run_id, objective=OBJECTIVE, created_at=f"2026-11-{day:02d}T02:00:00+00:00")
     for number in range(launches):
         lines = []
         for config_id, level in levels.items():
-            if isinstance(level, str):
+            status = level if isinstance(level, str) else (failed or {}).get((config_id, number + 1))
+            if status is not None:
                 lines.append(
-                    line(run_id, config_id, day, None, status=level, stack_components=stack_components)
+                    line(run_id, config_id, day, None, status=status, stack_components=stack_components)
                 )
             else:
                 values = launch_values(level, rng, cv=cv)

@@ -113,6 +113,8 @@ def test_prometheus_textfile_parses_with_objective_verdict_and_last_run(
         "bwtune_regression_verdict",
         "bwtune_regression_last_run_timestamp_seconds",
         "bwtune_regression_regressed",
+        "bwtune_regression_failed_launches",
+        "bwtune_regression_measured",
     }
     verdicts = {
         (s.labels["config"], s.labels["verdict"]): s.value

@@ -40,3 +40,22 @@ def test_a_results_line_carries_the_components_and_a_bad_one_is_refused() -> Non
         contract.validate_line({**line, "stack": "2.11"})
     # Lines of older nodes have no stack at all and still load.
     contract.validate_line({k: v for k, v in line.items() if k != "stack"})
+
+
+def test_one_list_of_components_for_the_node_and_the_controller() -> None:
+    """stack_info owns the components (issue 22): a line records each declared one, in order,
+    and regression attribution reads that same list, not a copy."""
+    from bwtune import regression
+
+    assert regression.COMPONENTS is stack_info.COMPONENTS
+    facts = stack_info.build_facts(PROBE, "/opt/bwtune/stacks/current/bin/python", driver_version="580.95.05")
+    recorded = stack_info.components(facts)
+    assert recorded is not None
+    assert tuple(recorded) == ("fingerprint", *stack_info.COMPONENT_KEYS)
+    assert len(set(stack_info.COMPONENT_KEYS)) == len(stack_info.COMPONENTS)
+    # What attribution reports of two lines' stacks names the declared components only.
+    before = {"stack": recorded, "stack_fingerprint": "a"}
+    after = {"stack": dict(recorded, torch="2.12.0"), "stack_fingerprint": "b"}
+    changed = regression.changed_components(before, after)
+    assert [c["component"] for c in changed] == ["torch"]
+    assert changed[0]["name"] == dict(stack_info.COMPONENTS)["torch"]

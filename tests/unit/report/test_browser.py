@@ -17,7 +17,7 @@ def test_report_loads_without_console_errors_and_charts_render(rendered, tmp_pat
     body = match.group(0)
     assert 'data-ready="1"' in body  # our script ran to its end
     assert "data-errors" not in body  # and window.onerror saw nothing
-    assert 'data-charts="2"' in body  # both SVG charts are in the rendered DOM
+    assert 'data-charts="3"' in body  # every SVG chart is in the rendered DOM
     assert page.dom.count('<circle class="point"') == len(data.pareto)
     assert page.dom.count('<g class="bar"') == sum(r.objective is not None for r in data.rows)
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shlex
 import sqlite3
@@ -23,9 +24,9 @@ def test_every_section_and_chart_is_labelled_simulated(rendered) -> None:
     html_path, md_path, _ = rendered
     html = html_path.read_text()
     sections = _sections(html)
-    assert len(sections) == 7
+    assert len(sections) == 8  # the latency Pareto section: the sample has p99s
     assert all(SIMULATED_LABEL in section for section in sections)
-    assert html.count('class="simulated-mark"') == 2  # both charts
+    assert html.count('class="simulated-mark"') == 3  # every chart
     assert SIMULATED_LABEL in html.split("</title>")[0]
     md = md_path.read_text()
     outside_code = re.sub(r"```.*?```", "", md, flags=re.S)
@@ -52,7 +53,7 @@ def test_html_is_self_contained(rendered) -> None:
 def test_svg_charts_are_well_formed_xml(rendered) -> None:
     html = rendered[0].read_text()
     charts = re.findall(r"<svg .*?</svg>", html, flags=re.S)
-    assert len(charts) == 2
+    assert len(charts) == 3  # objective bars, decode-rate front, latency front
     for chart in charts:
         ElementTree.fromstring(chart)
 
@@ -237,3 +238,23 @@ def test_nice_ticks_cover_the_range(low: float, high: float) -> None:
     assert ticks[0] <= low and ticks[-1] >= high and 3 <= len(ticks) <= 8
     steps = {round(b - a, 9) for a, b in itertools.pairwise(ticks)}
     assert len(steps) == 1
+
+
+def test_the_winner_offers_its_recipe_export_and_the_command_exports_it(
+    rendered, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    html_path, md_path, data = rendered
+    best = data.best
+    assert best is not None
+    line = next(line for line in md_path.read_text().splitlines() if line.startswith("Share it as a recipe"))
+    command = line.split("`")[1]
+    assert command in html_path.read_text()
+    argv = shlex.split(command)
+    assert argv[:3] == ["bwtune", "recipe", "export"]
+    from bwtune import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([*argv[1:], "--db", str(md_path.parent / "results.db")]) == 0
+    recipe = json.loads((tmp_path / f"recipe-{best.id}.json").read_text())
+    assert recipe["measured"]["config_id"] == best.id and recipe["measured"]["run_id"] == RUN_ID
+    assert recipe["measured"]["host"] == best.host

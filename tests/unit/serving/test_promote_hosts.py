@@ -18,13 +18,13 @@ import pytest
 import yaml
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from bwtune import cli, exit_codes, results_db, runner
+from bwtune import ansible_run, cli, exit_codes, results_db
+from bwtune.analysis.hardware_group import HardwareGroup, select, why_not_in
 from bwtune.commands import promote
-from bwtune.hardware_group import HardwareGroup, select, why_not_in
 
 RUN = "promote-group-1"
 FP = "0123456789ab"
-GROUP = HardwareGroup("sm120", FP)
+GROUP = HardwareGroup(sm="sm120", stack_fingerprint=FP)
 
 
 def facts(sm: str | None = "sm120", fingerprint: str | None = FP, **gpu: Any) -> dict[str, Any]:
@@ -108,18 +108,20 @@ class FakeAnsible:
         self.hosts, self.facts, self.unreachable = hosts, host_facts, unreachable
         self.calls: list[dict[str, Any]] = []
 
-    def load_inventory(self, path: str, limit: str | None = None) -> runner.Inventory:
-        return runner.Inventory(Path(path), {h: {} for h in self.hosts if not limit or h in limit.split(",")})
+    def load_inventory(self, path: str, limit: str | None = None) -> ansible_run.Inventory:
+        return ansible_run.Inventory(
+            Path(path), {h: {} for h in self.hosts if not limit or h in limit.split(",")}
+        )
 
-    def run_playbook(self, name: str, inventory: Any, extravars: Any, **kw: Any) -> runner.PlaybookRun:
+    def run_playbook(self, name: str, inventory: Any, extravars: Any, **kw: Any) -> ansible_run.PlaybookRun:
         self.calls.append({"playbook": name, "extravars": extravars, "limit": kw.get("limit")})
-        run = runner.PlaybookRun(playbook=Path(name), private_data_dir=Path("/nonexistent"), ident="x")
+        run = ansible_run.PlaybookRun(playbook=Path(name), private_data_dir=Path("/nonexistent"), ident="x")
         limited = [h for h in inventory.hosts if not kw.get("limit") or h in kw["limit"].split(",")]
         run.rc = 0
         for host in limited:
             if name == promote.FACTS_PLAYBOOK:
                 if host in self.unreachable:
-                    run.failures[host] = runner.HostFailure(
+                    run.failures[host] = ansible_run.HostFailure(
                         host, "unreachable", "Gather GPU facts", "timed out"
                     )
                     continue
@@ -135,16 +137,16 @@ class FakeAnsible:
         return run
 
 
-def event(host: str, task: str, action: str, res: dict[str, Any]) -> runner.RunnerEvent:
-    return runner.RunnerEvent(kind="ok", host=host, task=task, action=action, res=res, data={})
+def event(host: str, task: str, action: str, res: dict[str, Any]) -> ansible_run.RunnerEvent:
+    return ansible_run.RunnerEvent(kind="ok", host=host, task=task, action=action, res=res, data={})
 
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeAnsible]]:
     def install(*args: Any, **kwargs: Any) -> FakeAnsible:
         ansible = FakeAnsible(*args, **kwargs)
-        monkeypatch.setattr(runner, "load_inventory", ansible.load_inventory)
-        monkeypatch.setattr(runner, "run_playbook", ansible.run_playbook)
+        monkeypatch.setattr(ansible_run, "load_inventory", ansible.load_inventory)
+        monkeypatch.setattr(ansible_run, "run_playbook", ansible.run_playbook)
         return ansible
 
     yield install
@@ -160,7 +162,14 @@ def test_only_the_groups_hosts_are_promoted_the_others_left_out_with_why(
     ansible = fake(["a", "b", "c"], {"a": facts(), "b": facts(fingerprint="ffffffffffff"), "c": facts()})
     assert promote_cli(db) == exit_codes.OK
     out = json.loads(capsys.readouterr().out)
-    assert out["hardware_group"] == {"gpu": "sm120", "stack_fingerprint": FP}
+    # The run kept no GPU facts of sweep-node: count, model and interconnect are not known.
+    assert out["hardware_group"] == {
+        "gpu": "sm120",
+        "gpu_model": None,
+        "gpu_count": None,
+        "interconnect": None,
+        "stack_fingerprint": FP,
+    }
     assert {h: r["status"] for h, r in out["hosts"].items()} == {
         "a": "promoted",
         "b": "left out",
@@ -170,6 +179,40 @@ def test_only_the_groups_hosts_are_promoted_the_others_left_out_with_why(
     assert [c["playbook"] for c in ansible.calls] == ["facts.yml", "promote.yml"]
     assert ansible.calls[1]["limit"] == "a,c"
     assert ansible.calls[1]["extravars"]["promote_config"]["config_id"] == "cgroup00001"
+
+
+def test_a_4_gpu_result_goes_to_the_4_gpu_host_only_not_to_an_8_gpu_host_of_the_same_sm(
+    db: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same SM and stack on 8 GPUs is another group: the 4-GPU numbers do not hold there
+    (an SM + fingerprint comparison alone would promote to both)."""
+    conn = results_db.connect(db)
+    four = {"available": True, "message": "4 x NVIDIA RTX PRO 6000", "count": 4, "sm": "sm120"}
+    results_db.record_host_facts(
+        conn, RUN, "sweep-node", gpu_facts=results_db.gpu_facts_summary({**four, "interconnect": "pcie"})
+    )
+    conn.close()
+    eight = facts(count=8, message="8 x NVIDIA RTX PRO 6000", interconnect="pcie")
+    ansible = fake(["big", "small"], {"big": eight, "small": facts(**{**four, "interconnect": "pcie"})})
+    assert promote_cli(db) == exit_codes.OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["hardware_group"]["gpu_count"] == 4
+    assert out["hardware_group"]["gpu_model"] == "NVIDIA RTX PRO 6000"
+    assert {h: r["status"] for h, r in out["hosts"].items()} == {"big": "left out", "small": "promoted"}
+    assert out["hosts"]["big"]["message"] == "another hardware group: GPUs 8, the run's 4"
+    assert ansible.calls[1]["limit"] == "small"
+
+
+def test_a_host_with_other_interconnect_or_model_is_another_group() -> None:
+    group = HardwareGroup(
+        gpu_model="NVIDIA B200", gpu_count=8, sm="sm100", interconnect="nvlink", stack_fingerprint=FP
+    )
+    same = facts(sm="sm100", count=8, message="8 x NVIDIA B200", interconnect="nvlink")
+    assert why_not_in(group, same) is None
+    pcie = facts(sm="sm100", count=8, message="8 x NVIDIA B200", interconnect="pcie")
+    assert why_not_in(group, pcie) == "another hardware group: interconnect pcie, the run's nvlink"
+    other = facts(sm="sm100", count=8, message="8 x NVIDIA B300", interconnect="nvlink")
+    assert why_not_in(group, other) == "another hardware group: GPU model NVIDIA B300, the run's NVIDIA B200"
 
 
 def test_limit_narrows_before_the_group_is_looked_for(
@@ -219,6 +262,31 @@ def test_a_config_whose_run_recorded_no_group_is_refused_before_any_playbook(
     assert ansible.calls == []
 
 
+def test_a_simulated_result_is_refused_for_a_host_that_is_not_simulated_before_anything_runs(
+    tmp_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 20 #2: the stand-in's numbers never become a real server's config."""
+    path = tmp_path / "sim.db"
+    conn = results_db.connect(path)
+    results_db.record_run(
+        conn, RUN, objective={"workload": "chat", "metric": "output_throughput", "goal": "max"}
+    )
+    results_db.import_results(
+        conn, [line("csimulated1", 80.0, gpu="sm120", stack_fingerprint=FP, simulated=True)]
+    )
+    conn.close()
+    ansible = fake(["gpu-node", "gpu-node-2"], {"gpu-node": facts(), "gpu-node-2": facts()})
+    assert promote_cli(path) == exit_codes.BAD_INPUT
+    captured = capsys.readouterr()
+    assert captured.out == "" and ansible.calls == []
+    assert captured.err.splitlines() == [
+        f"bwtune: run {RUN}: config csimulated1 has simulated numbers (the stand-in's), and gpu-node, "
+        "gpu-node-2 are not simulated: a simulated result is never promoted to a real server. For a demo, "
+        "promote it to an inventory host with bwtune_simulated: true (it serves the stand-in; see "
+        "inventory/local.yml)"
+    ]
+
+
 @pytest.mark.integration  # the real facts playbook on two local hosts
 def test_real_facts_decide_and_nothing_is_touched_when_no_host_is_of_the_group(
     db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -232,15 +300,15 @@ def test_real_facts_decide_and_nothing_is_touched_when_no_host_is_of_the_group(
     }
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     ran: list[str] = []
-    real = runner.run_playbook
+    real = ansible_run.run_playbook
 
-    def recording(name: str, *args: Any, **kwargs: Any) -> runner.PlaybookRun:
+    def recording(name: str, *args: Any, **kwargs: Any) -> ansible_run.PlaybookRun:
         ran.append(str(name))
         if name != promote.FACTS_PLAYBOOK:
             raise AssertionError(f"{name} ran: a host outside the group would have been touched")
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_playbook", recording)
+    monkeypatch.setattr(ansible_run, "run_playbook", recording)
     monkeypatch.setenv("BWTUNE_HOME", str(tmp_path / "home"))
     code = cli.main(["promote", RUN, "-i", str(inventory), "--db", str(db)])
     err = capsys.readouterr().err.strip().splitlines()

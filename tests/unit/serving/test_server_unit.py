@@ -62,10 +62,22 @@ def test_unit_has_the_hardening_and_the_two_environment_files() -> None:
         "PrivateTmp=yes",
         "ProtectHome=yes",
         "EnvironmentFile=/etc/bwtune/server/environment",
-        "EnvironmentFile=/etc/bwtune/server/api-key.env",
     ):
         assert line in text.splitlines(), line
-    assert "api-key.env" not in render_unit(server_api_key_enabled=False)
+
+
+def test_the_api_key_is_read_from_a_file_never_from_the_command_line() -> None:
+    """Issue 20 #29: `ps` shows a command line to every local user (ProtectProc= hides other
+    processes from the service, not the service from other users)."""
+    from ansible_collections.bwtune.sglang.plugins.module_utils import server_config as sc
+
+    args = sc.server_args(["--tp-size", "8"], model_path="/m", host="127.0.0.1", port=30000)
+    line = sc.exec_start(["/opt/bwtune/stacks/current/bin/python", "-m", "sglang.launch_server"], args)
+    text = render_unit(server_resolved={"source": "server_flags", "config_id": None, "exec_start": line})
+    exec_line = next(x for x in text.splitlines() if x.startswith("ExecStart="))
+    assert exec_line.endswith('"--config" "/etc/bwtune/server/api-key.yaml"')
+    assert "api-key" not in exec_line.replace("api-key.yaml", "") and "BWTUNE_SERVER_API_KEY" not in text
+    assert "EnvironmentFile=/etc/bwtune/server/api-key.env" not in text.splitlines()
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (systemd >= 252)")

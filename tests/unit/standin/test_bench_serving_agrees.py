@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bwtune.standin.performance import ConfigPerformance, predict_output_throughput
+from bwtune.standin.batch import predict_output_throughput
+from bwtune.standin.performance import ConfigPerformance
 from bwtune.standin.profile import load_profile
 
 REPO = Path(__file__).resolve().parents[3]

@@ -82,14 +82,19 @@ def test_running_standin_holds_memory_and_releases_it(healthy, smi, standin_env)
 
 @pytest.mark.slow  # waits on a stand-in's simulated start-up or release delay (2-4 s)
 def test_release_delay_keeps_memory_for_a_while(launch, smi, standin_env):
+    delay = 5.0  # long enough that the first nvidia-smi comes before it on a busy machine
     server = launch("--quantization", "modelopt_fp4", "--tp-size", "2",
-                    env={"BWTUNE_STANDIN_RELEASE_DELAY_S": "1.5"})  # fmt: skip
+                    env={"BWTUNE_STANDIN_RELEASE_DELAY_S": str(delay)})  # fmt: skip
     server.wait_healthy()
+    stopping = time.monotonic()
     server.stop()
     first = smi("--query-gpu=memory.used", "--format=csv,noheader,nounits").stdout.split()
     assert int(first[0]) > 0 and int(first[1]) > 0 and first[2:] == ["0"] * 6
-    time.sleep(1.6)
-    assert smi("--query-gpu=memory.used", "--format=csv,noheader,nounits").stdout.split() == ["0"] * 8
+    # Released once the delay has passed since the server exited (after `stopping`), not before.
+    while smi("--query-gpu=memory.used", "--format=csv,noheader,nounits").stdout.split() != ["0"] * 8:
+        assert time.monotonic() - stopping < delay + 30, "the memory was never released"
+        time.sleep(0.2)
+    assert time.monotonic() - stopping >= delay
 
 
 def test_cuda_visible_devices_picks_gpus(launch, smi):

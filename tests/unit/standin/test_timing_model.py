@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from bwtune.standin.batch import BatchSimulator, SimRequest
-from bwtune.standin.performance import ConfigPerformance, predict_output_throughput
+from bwtune.standin.batch import BatchSimulator, SimRequest, predict_output_throughput
+from bwtune.standin.performance import ConfigPerformance
 from bwtune.standin.profile import ProfileError, load_profile, shipped_profiles
 
 BASELINE = {"moe-runner-backend": "flashinfer_cutlass", "fp4-gemm-backend": "flashinfer_cudnn"}

@@ -27,7 +27,7 @@ def generator() -> ModuleType:
     return module
 
 
-@pytest.mark.slow  # plans every example for each profile: ~6 s of CPU
+@pytest.mark.slow  # plans every matrix and its neighbours for each profile: ~1 min of CPU
 def test_every_flag_set_the_examples_and_tests_launch_has_a_recorded_verdict():
     recorded = json.loads(verdicts.DATA.read_text())["sglang"]
     for (version, gpu), by_key in generator().argvs_by_table().items():

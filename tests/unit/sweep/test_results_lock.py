@@ -7,17 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.sweep import SweepFailed, _lock_results
+from ansible_collections.bwtune.sglang.plugins.module_utils.sweep_failures import SweepFailed
+from ansible_collections.bwtune.sglang.plugins.module_utils.sweep_locks import lock_results
 
 
 def test_a_second_sweep_on_the_same_results_file_is_refused(tmp_path: Path) -> None:
     results = str(tmp_path / "results.jsonl")
-    held = _lock_results(results)
+    held = lock_results(results)
     try:
         with pytest.raises(SweepFailed, match="is still running on this node"):
-            _lock_results(results)
-        other = _lock_results(str(tmp_path / "other.jsonl"))  # another file: no conflict
+            lock_results(results)
+        other = lock_results(str(tmp_path / "other.jsonl"))  # another file: no conflict
         os.close(other)
     finally:
         os.close(held)
-    os.close(_lock_results(results))  # released with its holder
+    os.close(lock_results(results))  # released with its holder

@@ -31,7 +31,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.strategies import (
 )
 from ansible_collections.bwtune.sglang.plugins.module_utils.sweep import BadInput, SweepOptions, prior_scores
 from bwtune import results_db
-from bwtune.commands import sweep as sweep_cli
+from bwtune.app import sweep_service
 
 ROOT = Path(__file__).resolve().parents[3]
 AXES = {"moe": ["a", "b", "c"], "gemm": ["x", "y", "z"], "attn": ["f", "t", "m"], "spec": ["none", "mtp"]}
@@ -116,8 +116,9 @@ def true_best(plan: dict[str, Any], speed: Speed) -> dict[str, Any]:
 def test_a_separable_landscape_is_solved_with_a_fraction_of_the_launches() -> None:
     plan = make_plan()
     launched, scores = drive(plan, separable)
-    assert len(launched) == len(set(launched)), "nothing is within the noise of the best: no re-measure"
-    assert len(launched) <= len(plan["launches"]) // 4  # 54 valid configs
+    # The runner-up is 4.8% behind: within the noise until re-measures measure it (finals).
+    assert len(launched) - len(set(launched)) <= strategies.REMEASURES
+    assert len(set(launched)) <= len(plan["launches"]) // 4  # 54 valid configs
     assert point_of(plan, scores.best() or "") == {"moe": "b", "gemm": "z", "attn": "m", "spec": "mtp"}
 
 
@@ -188,11 +189,38 @@ def test_pruned_points_are_never_launched_and_a_refused_baseline_is_replaced() -
     assert point_of(plan, scores.best() or "") == {"moe": "b", "gemm": "z", "attn": "m", "spec": "mtp"}
 
 
-def test_when_every_launch_fails_each_config_is_launched_once_and_nothing_wins() -> None:
+def test_when_every_launch_fails_each_config_is_tried_once_as_announced_and_nothing_wins() -> None:
+    """While every launch fails the search goes on until a config runs (a working config is
+    what the sweep needs first), each config at most once: what `bwtune plan` announces for
+    that case (launches_while_nothing_runs), and nothing wins."""
     plan = make_plan()
     launched, scores = drive(plan, lambda point: None)
-    assert sorted(launched) == sorted(launch["config"] for launch in plan["launches"])
+    assert len(launched) == len(set(launched))
+    assert len(launched) <= strategies.launches_while_nothing_runs(plan)
+    assert len(launched) > strategies.planned_launches(plan, AXES)["adaptive"][1]
     assert scores.best() is None
+
+
+def test_the_one_config_that_runs_is_found_past_the_budget_and_the_search_stops_there() -> None:
+    """Issue 24's mostly-failing landscapes: with the budget holding while nothing ran, the
+    search stopped before any config ran and named no winner."""
+    plan = make_plan()
+    working = {"moe": "c", "gemm": "z", "attn": "t", "spec": "mtp"}
+    launched, scores = drive(plan, lambda point: 80.0 if point == working else None)
+    assert point_of(plan, scores.best() or "") == working
+    first_ok = next(i for i, c in enumerate(launched) if point_of(plan, c) == working)
+    # once a config ran the budget holds again: only the finals may follow
+    assert len(launched) - (first_ok + 1) <= strategies.REMEASURES
+
+
+def test_a_crashing_value_is_learned_from_not_re_probed() -> None:
+    """attn t crashes every config; once its launches have failed, the search does not treat
+    it as unmeasured: at most a second config with it is launched, and the best is found."""
+    plan = make_plan()
+    launched, scores = drive(plan, lambda p: None if p["attn"] == "t" else separable(p))
+    with_t = [c for c in set(launched) if point_of(plan, c)["attn"] == "t"]
+    assert 1 <= len(with_t) <= 2
+    assert point_of(plan, scores.best() or "") == {"moe": "b", "gemm": "z", "attn": "m", "spec": "mtp"}
 
 
 def test_goal_min_searches_for_the_smallest_value() -> None:
@@ -262,7 +290,7 @@ def test_the_launch_budget_bounds_the_model_guided_launches() -> None:
         assert len(set(launched)) == math.ceil(budget * valid), budget
     default, _scores = drive(plan, lambda point: 50.0)
     assert len(set(default)) == math.ceil(strategies.ADAPTIVE_BUDGET * valid)
-    assert len(default) - len(set(default)) <= strategies.ADAPTIVE_FINALISTS, "the finals' re-measures"
+    assert len(default) - len(set(default)) <= strategies.REMEASURES, "the finals' re-measures"
 
 
 BEST = {"moe": "b", "gemm": "z", "attn": "m", "spec": "mtp"}
@@ -279,11 +307,12 @@ def test_the_configs_within_the_noise_of_the_best_are_measured_again_and_ranked_
     plan = make_plan()
     launched, scores = drive(plan, near_tie)
     repeated = sorted({c for c in launched if launched.count(c) > 1})
-    assert {tuple(point_of(plan, c).items()) for c in repeated} == {
+    assert {tuple(point_of(plan, c).items()) for c in repeated} >= {
         tuple(BEST.items()),
         tuple(RIVAL.items()),
     }
-    assert all(launched.count(c) == strategies.ADAPTIVE_REPEATS for c in repeated)
+    assert all(2 <= launched.count(c) <= strategies.REPEATS for c in repeated)
+    assert len(launched) - len(set(launched)) <= strategies.REMEASURES
     assert launched[-2:] == [c for c in launched[-2:] if c in repeated], "the finals come last"
     # The winner is the best pooled mean, not the best single launch.
     pooled = {c: scores.pooled(c) or 0.0 for c in repeated}
@@ -293,7 +322,11 @@ def test_the_configs_within_the_noise_of_the_best_are_measured_again_and_ranked_
 
 
 def test_no_finals_when_nothing_is_within_the_noise_of_the_best() -> None:
-    launched, _scores = drive(make_plan(), separable)
+    # attention m 1.25x: every runner-up is 10% or more behind, beyond the noise.
+    def clear(point: dict[str, Any]) -> float | None:
+        return (separable(point) or 0.0) * (1.25 / 1.05 if point["attn"] == "m" else 1.0)
+
+    launched, _scores = drive(make_plan(), clear)
     assert len(launched) == len(set(launched))
 
 
@@ -450,10 +483,10 @@ def test_bwtune_sweep_reads_the_prior_of_earlier_runs_on_the_hardware_group(
     matrix = yaml.safe_load((ROOT / "examples" / "qwen35-397b-nvfp4-sm120.yml").read_text())
     ids = [launch["config"] for launch in make_real_plan(matrix, gpu="sm120").to_dict()["launches"]]
     inventory = type("Inventory", (), {"hosts": ["n1"], "hostvars": {"n1": {}}})()
-    request = sweep_cli.SweepRequest(
+    request = sweep_service.SweepRequest(
         inventory=inventory, matrix=matrix, matrix_source="m.yml", run_id="r3", strategy="adaptive"
     )  # type: ignore[arg-type]
-    assert sweep_cli.read_prior(request) == [], "no database yet: no prior"
+    assert sweep_service.read_prior(request) == [], "no database yet: no prior"
     conn = results_db.connect()
 
     def line(run: str, config_id: str, value: float, **extra: Any) -> dict[str, Any]:
@@ -466,16 +499,18 @@ def test_bwtune_sweep_reads_the_prior_of_earlier_runs_on_the_hardware_group(
     results_db.import_results(conn, [line("r2", "c9999999999", 99.0)])  # not in this plan
     results_db.import_results(conn, [line("r9", ids[1], 77.0, simulated=True)])  # the stand-in
     conn.close()
-    prior = sweep_cli.read_prior(request)
+    prior = sweep_service.read_prior(request)
     assert prior == sorted(
         [{"config": ids[0], "score": 30.0}, {"config": ids[1], "score": 20.0}], key=lambda e: e["config"]
     ), "the latest run's value per config, this group's real lines only"
     assert request.extravars().get("sweep_prior") is None, "set by run_sweep"
     request.prior = prior
     assert request.extravars()["sweep_prior"] == prior
-    grid = sweep_cli.SweepRequest(
+    grid = sweep_service.SweepRequest(
         inventory=inventory, matrix=matrix, matrix_source="m.yml", run_id="r3", strategy="grid"
     )  # type: ignore[arg-type]
-    assert sweep_cli.read_prior(grid) == [], "only adaptive reads a prior"
-    default = sweep_cli.SweepRequest(inventory=inventory, matrix=matrix, matrix_source="m.yml", run_id="r3")  # type: ignore[arg-type]
-    assert sweep_cli.read_prior(default) == prior, "adaptive is the default strategy"
+    assert sweep_service.read_prior(grid) == [], "only adaptive reads a prior"
+    default = sweep_service.SweepRequest(
+        inventory=inventory, matrix=matrix, matrix_source="m.yml", run_id="r3"
+    )  # type: ignore[arg-type]
+    assert sweep_service.read_prior(default) == prior, "adaptive is the default strategy"

@@ -8,8 +8,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 
+from ansible_collections.bwtune.sglang.plugins.filter import startup_cache_layout
 from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep, sweep_state
 
 REPO = Path(__file__).resolve().parents[3]
@@ -80,7 +82,7 @@ def test_the_sweep_starts_each_server_with_that_env(tmp_path: Path, monkeypatch:
         seen.update(kwargs["env"])
         raise OSError("not started in this test")
 
-    monkeypatch.setattr(sweep.launcher, "start_server", start_server)
+    monkeypatch.setattr(launcher, "start_server", start_server)
     Path(opts.results_path).parent.mkdir(parents=True)
     runner = sweep.Sweep(opts, the_plan)
     config = runner.configs[the_plan["launches"][0]["config"]]
@@ -91,10 +93,38 @@ def test_the_sweep_starts_each_server_with_that_env(tmp_path: Path, monkeypatch:
     assert seen["CUDA_CACHE_PATH"] == "/mine"
 
 
+def render_server_env(cache_dir: str = "/c") -> str:
+    """environment.j2 as the template module renders it (trim_blocks), with the filter it uses."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, keep_trailing_newline=True)
+    env.filters["bwtune.sglang.startup_cache_layout"] = startup_cache_layout.startup_cache_layout
+    return env.from_string(SERVER_ENV.read_text()).render(
+        ansible_managed="managed", server_state_dir="/s", server_cache_dir=cache_dir, server_env={"A": "1"}
+    )
+
+
 def test_the_served_sglang_uses_the_same_layout() -> None:
     """The promoted server finds the sweep's caches only where the sweep put them."""
-    lines = dict(
-        re.findall(r"^([A-Z_]+)=\{\{ server_cache_dir \}\}(\S*)$", SERVER_ENV.read_text(), re.MULTILINE)
-    )
+    lines = dict(re.findall(r"^([A-Z_]+)=/c(\S*)$", render_server_env("/c"), re.MULTILINE))
     assert {k: v for k, v in lines.items() if k != "HF_HOME"} == CACHE_VARS
     assert launcher.startup_cache_env("/c") == {k: "/c" + sub for k, sub in CACHE_VARS.items()}
+
+
+def test_the_server_template_holds_no_copy_of_the_layout() -> None:
+    """environment.j2 gets the layout from launcher.STARTUP_CACHE_LAYOUT (the filter), so a
+    variable added there reaches the served SGLang too; the rendered file keeps its order."""
+    template = SERVER_ENV.read_text()
+    assert "bwtune.sglang.startup_cache_layout" in template
+    assert not [name for name, _sub in launcher.STARTUP_CACHE_LAYOUT if f"{name}=" in template]
+    rendered = [line.split("=", 1)[0] for line in render_server_env().splitlines() if "=/c" in line]
+    layout = [name for name, _sub in launcher.STARTUP_CACHE_LAYOUT]
+    assert rendered == [layout[0], "HF_HOME", *layout[1:]]
+    assert "HF_HOME=/c/huggingface" in render_server_env().splitlines()
+
+
+def test_the_filter_joins_the_layout_as_text() -> None:
+    """Not normalised: the rendered file is the one the template wrote before the filter."""
+    pairs = startup_cache_layout.startup_cache_layout("/var/cache/s")
+    assert pairs == [[name, "/var/cache/s" + sub] for name, sub in CACHE_VARS.items()]
+    assert startup_cache_layout.FilterModule().filters() == {
+        "startup_cache_layout": startup_cache_layout.startup_cache_layout
+    }

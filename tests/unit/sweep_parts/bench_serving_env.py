@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tests.build_lock import build_lock
+
 REPO = Path(__file__).resolve().parents[3]
 BENCH_VENV = REPO / "build" / "bench-serving"
 BENCH_PYTHON = BENCH_VENV / "bin" / "python"
@@ -39,12 +41,14 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 def ensure_bench_serving() -> Path:
     """Build (or find) the venv and the tokenizer; returns the venv's python."""
     subprocess.run(["bash", str(REPO / "tests" / "standin" / "make_bench_venv.sh")], check=True, timeout=3600)
-    if not (TOKENIZER / "tokenizer.json").exists():
-        # Write to a temporary directory, then rename: a killed run leaves no half tokenizer.
-        tmp = Path(tempfile.mkdtemp(dir=BENCH_VENV, prefix=".tokenizer-"))
-        env = {**os.environ, **OFFLINE}
-        subprocess.run([str(BENCH_PYTHON), "-c", _MAKE_TOKENIZER, str(tmp)], check=True, env=env, timeout=600)
-        tmp.rename(TOKENIZER)
+    with build_lock(BENCH_VENV / ".tokenizer.lock"):  # another pytest worker may be making it
+        if not (TOKENIZER / "tokenizer.json").exists():
+            # Write to a temporary directory, then rename: a killed run leaves no half tokenizer.
+            tmp = Path(tempfile.mkdtemp(dir=BENCH_VENV, prefix=".tokenizer-"))
+            env = {**os.environ, **OFFLINE}
+            make = [str(BENCH_PYTHON), "-c", _MAKE_TOKENIZER, str(tmp)]
+            subprocess.run(make, check=True, env=env, timeout=600)
+            tmp.rename(TOKENIZER)
     return BENCH_PYTHON
 
 

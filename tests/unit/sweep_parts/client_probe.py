@@ -19,19 +19,16 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import (
-    BenchClient,
-    RequestResult,
-    _Response,
-    _SseTokens,
-)
+from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import BenchClient, RequestResult
+from ansible_collections.bwtune.sglang.plugins.module_utils.http_stream import _Response
+from ansible_collections.bwtune.sglang.plugins.module_utils.sse_tokens import SseTokens
 
 # Sums and differences of perf_counter floats (~1e5 s) round at ~1e-11 s: far below any
 # real effect, yet enough to tell `t - s >= 0` from a rounding of it.
 FLOAT_SLACK_S = 1e-9
 
 
-def request_id(sse: _SseTokens) -> str:
+def request_id(sse: SseTokens) -> str:
     """sse_server.py puts the request's id in every event (meta_info.id, or id)."""
     final = json.loads(sse.last)
     return str((final.get("meta_info") or {}).get("id") or final["id"])
@@ -47,7 +44,7 @@ class ClientProbe:
     """
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self._streams: dict[int, tuple[_SseTokens, list[float]]] = {}
+        self._streams: dict[int, tuple[SseTokens, list[float]]] = {}
         self.spans: dict[str, tuple[float, float]] = {}
         self.results: dict[str, RequestResult] = {}
         feed, request = _Response.feed, BenchClient.request
@@ -57,9 +54,9 @@ class ClientProbe:
             while time.perf_counter() == entered:  # whatever the parser stamps is strictly later
                 pass
             sse = getattr(resp.on_body, "__self__", None)
-            before = len(sse.times) if isinstance(sse, _SseTokens) else 0
+            before = len(sse.times) if isinstance(sse, SseTokens) else 0
             feed(resp, data, now)
-            if isinstance(sse, _SseTokens) and len(sse.times) > before:
+            if isinstance(sse, SseTokens) and len(sse.times) > before:
                 starts = self._streams.setdefault(id(sse), (sse, []))[1]
                 starts.extend([entered] * (len(sse.times) - before))
 

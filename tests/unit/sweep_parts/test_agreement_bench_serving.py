@@ -143,6 +143,7 @@ def standin(tmp_path: Path) -> Iterator[SendLoggedStandin]:
 # oracle: needs real SGLang (its bench_serving) in build/bench-serving.
 @pytest.mark.oracle
 @pytest.mark.slow
+@pytest.mark.quiet  # 3% agreement of client timestamps: needs the CPU when events arrive
 def test_bwtune_and_bench_serving_agree_under_load(bench_python: Path, standin: SendLoggedStandin) -> None:
     port = standin.port
     workload = Workload(
@@ -199,6 +200,7 @@ def test_bwtune_and_bench_serving_agree_under_load(bench_python: Path, standin: 
 
 @pytest.mark.oracle
 @pytest.mark.slow
+@pytest.mark.quiet  # 3% agreement of client timestamps: needs the CPU when events arrive
 def test_bwtune_and_bench_serving_agree_on_ttft(bench_python: Path, standin: SendLoggedStandin) -> None:
     port = standin.port
     workload = Workload(input_len=TTFT_INPUT_LEN, output_len=TTFT_OUTPUT_LEN, num_prompts=TTFT_PROMPTS,

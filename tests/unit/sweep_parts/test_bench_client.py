@@ -21,11 +21,11 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import 
     BenchClient,
     RequestResult,
     Workload,
-    _Response,
     run_workload,
 )
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import Slo
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_workload import WorkloadError
+from ansible_collections.bwtune.sglang.plugins.module_utils.http_stream import _Response
 
 from .client_probe import FLOAT_SLACK_S, ClientProbe, itl_bounds
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher
+from ansible_collections.bwtune.sglang.plugins.module_utils import health_wait, launcher, proc_scan
 from ansible_collections.bwtune.sglang.plugins.module_utils.launcher import (
     OrphanError,
     classify_failure,
@@ -35,7 +35,7 @@ def free_port() -> int:
 
 
 def alive(pid: int) -> bool:
-    return launcher._alive(pid)
+    return proc_scan._alive(pid)
 
 
 @pytest.fixture
@@ -90,6 +90,50 @@ def test_healthy_server_starts_and_stops_with_gpu_memory_released(gpu, started):
     assert "--query-compute-apps=pid,used_memory,gpu_uuid" in (gpu / "calls.log").read_text()
 
 
+def test_a_port_another_process_answers_on_is_a_lost_port_not_the_servers_health(tmp_path, no_gpu_tool):
+    # Another process (here this test) took the chosen port and answers 200 everywhere while
+    # the server still loads (it never binds): its health must not be the server's, or the
+    # sweep would measure the other process for this config.
+    import http.server
+    import threading
+
+    class Answer200(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer200)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    port = other.server_address[1]
+    h = start_server(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        port=port,
+        log_path=str(tmp_path / "logs" / "loading.log"),
+    )
+    try:
+        assert launcher.listener_is_ours(h) is False
+        r = wait_healthy(h, timeout_s=20, poll_s=0.05)
+        assert not r.ok and r.failure_class == launcher.PORT_TAKEN
+        assert r.message == f"another process answers on port {port}"
+    finally:
+        stop_server(h, grace_s=2, check_port=False)
+        other.shutdown()
+        other.server_close()
+    assert not alive(h.pid)
+
+
+def test_the_servers_own_listener_is_its_own(gpu, started):
+    h = started(gpu, "--mode", "healthy")
+    assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
+    assert launcher.listener_is_ours(h) is True
+    stop_server(h, grace_s=5)
+    assert launcher.listener_is_ours(h) is None  # nothing listens there any more
+
+
 def test_sigterm_ignored_means_sigkill_after_grace(gpu, started):
     h = started(gpu, "--mode", "healthy", "--ignore-term")
     assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
@@ -116,8 +160,10 @@ def test_grandchildren_are_stopped_too_even_one_that_left_the_group(gpu, started
 def test_gpu_memory_never_released_is_an_orphan(gpu, started, monkeypatch):
     h = started(gpu, "--mode", "healthy")
     assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
-    monkeypatch.setenv("FAKE_GPU_STUCK", str(h.pid))
-    with pytest.raises(OrphanError, match=rf"GPU memory still held .*{h.pid}: 1234"):
+    # h.pid leads the server's group (the masking writer); the server is its child.
+    (server,) = launcher.group_members(h.pgid) - {h.pid}
+    monkeypatch.setenv("FAKE_GPU_STUCK", str(server))
+    with pytest.raises(OrphanError, match=rf"GPU memory still held .*{server}: 1234"):
         stop_server(h, grace_s=2, release_timeout_s=0.5)
 
 
@@ -153,7 +199,7 @@ def test_startup_timeout_when_never_healthy(tmp_path, no_gpu_tool, started, monk
     now = [0.0]
     clock = SimpleNamespace(monotonic=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
     with monkeypatch.context() as m:
-        m.setattr(launcher, "time", clock)
+        m.setattr(health_wait, "time", clock)
         r = wait_healthy(h, timeout_s=1.0, poll_s=0.05)
     assert not r.ok and r.failure_class == "startup-timeout"
     assert r.message.startswith("not healthy after 1 s")
@@ -251,7 +297,8 @@ def test_a_marked_server_and_its_children_are_found_by_their_environment(tmp_pat
     try:
         assert wait_healthy(h, timeout_s=20, poll_s=0.05).ok
         found = launcher.marked_pids(str(tmp_path / "results.jsonl"))
-        assert h.pid in found and len(found) == 2  # the server and the helper it forked
+        # The masking writer that leads the group, the server and the helper it forked.
+        assert h.pid in found and len(found) == 3
         assert launcher.marked_pids(str(tmp_path / "other.jsonl")) == set()
     finally:
         stop_server(h, grace_s=2)

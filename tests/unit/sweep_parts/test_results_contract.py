@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as rc
-from ansible_collections.bwtune.sglang.plugins.module_utils import strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_line, strategies
 
 
 def _line(config_id: str, status: str = "ok", value: float | None = 10.0, **extra: object) -> dict:
@@ -127,3 +127,87 @@ def test_mean_ci95_uses_exact_t_quantiles() -> None:
 def test_versioned_puts_the_schema_first() -> None:
     assert list(rc.versioned({"b": 1, "schema": 9})) == ["schema", "b"]
     assert rc.versioned({})["schema"] == rc.OUTPUT_SCHEMA_VERSION
+
+
+def test_launches_under_different_workloads_are_never_pooled_or_ranked_together() -> None:
+    # A run measured at concurrency 1, then its matrix edited to 8 and a re-measure (--force):
+    # the old launches are kept, but neither averaged with the new ones nor ranked against them.
+    objective = {"workload": "w", "metric": "m", "goal": "max"}
+
+    def line(config: str, value: float, concurrency: int, finished: str) -> dict:
+        block = {"values": {"m": value}, "workload": {"name": "w", "concurrency": concurrency}}
+        return {**_line(config), "metrics": {"w": block}, "finished_at": finished}
+
+    old_a, old_b = line("ca", 900.0, 1, "2026-01-01T00:00:01"), line("cb", 50.0, 1, "2026-01-01T00:00:02")
+    new_a = line("ca", 100.0, 8, "2026-01-02T00:00:01")
+    new_b = line("cb", 200.0, 8, "2026-01-02T00:00:02")
+    lines = [old_a, old_b, new_a, new_b]
+    pooled = rc.pooled_launches(lines, objective)
+    assert pooled[rc.launch_key(new_a)][0] == 100.0  # not (900 + 100) / 2
+    assert rc.pick_best(lines, objective) is new_b
+    # Only old_a re-measured so far: the configs still at concurrency 1 do not compete.
+    assert rc.pick_best([old_a, old_b, new_a], objective) is new_a
+
+
+def _slow_metric_block_problem(block: dict, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """_validate_metric_block's verdict with its fast route turned off: one value at a time."""
+    with monkeypatch.context() as patch:
+        patch.setattr(results_line, "_metric_block_is_plain", lambda block: False)
+        try:
+            results_line._validate_metric_block(block, "f:1: metrics['w']")
+        except rc.ResultsFormatError as exc:
+            return str(exc)
+    return None
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {
+            "n": 2,
+            "values": {"a": 1.5, "b": 3},
+            "repetitions": [{"a": 1.0}, {"a": 2}],
+            "ci95": {"a": [1, 2.5]},
+        },
+        {"values": {}, "repetitions": [], "ci95": {}},
+        {"values": {"a": 1e308, "b": 1e308}},  # finite values whose sum overflows
+        {"values": {"a": None, "b": 1.0}, "ci95": {"a": None, "b": [None, 2.0]}},
+        {"values": {"a": float("nan")}},
+        {"values": {"a": float("inf"), "b": float("-inf")}},
+        {"values": {"a": True}},
+        {"values": {"a": "1.0"}},
+        {"values": [1.0]},
+        {"values": None},
+        {"values": {"a": 1.0}, "repetitions": [{"a": 1.0}, [2.0]]},
+        {"values": {"a": 1.0}, "repetitions": {"a": 1.0}},
+        {"values": {"a": 1.0}, "repetitions": [{"a": float("nan")}]},
+        {"values": {"a": 1.0}, "ci95": {"a": [1.0]}},
+        {"values": {"a": 1.0}, "ci95": {"a": [1.0, float("inf")]}},
+        {"values": {"a": 1.0}, "ci95": {"a": (1.0, 2.0)}},
+    ],
+)
+def test_metric_block_fast_route_decides_as_the_value_by_value_checks(
+    block: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The import checks hundreds of values a line by a fast route (issue 21 #15); it may only
+    # pass a block the value-by-value checks pass, and a bad one gets their message.
+    expected = _slow_metric_block_problem(block, monkeypatch)
+    try:
+        results_line._validate_metric_block(block, "f:1: metrics['w']")
+        got = None
+    except rc.ResultsFormatError as exc:
+        got = str(exc)
+    assert got == expected
+    assert not (results_line._metric_block_is_plain(block) and expected is not None)
+
+
+def test_metric_block_fast_route_takes_the_plain_blocks_a_node_writes() -> None:
+    block = {
+        "n": 2,
+        "values": {"t": 1.0, "c": 64},
+        "cv": {"t": 0.01},
+        "repetitions": [{"t": 1.0, "c": 64}, {"t": 1.2, "c": 64}],
+        "ci95": {"t": [0.9, 1.3]},
+    }
+    assert results_line._metric_block_is_plain(block)
+    assert not results_line._metric_block_is_plain({**block, "values": {"t": None}})  # the slow route decides

@@ -14,7 +14,19 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import 
 
 
 def line(config_id: str, status: str = "ok", fp: str = "fp1", run: str = "r1") -> dict:
-    return {"schema": 1, "run_id": run, "config_id": config_id, "status": status, "stack_fingerprint": fp}
+    """A whole results line (a resume counts only lines that are results)."""
+    failure = None if status == "ok" else {"class": status, "message": "", "log_tail": []}
+    return {
+        "schema": 1,
+        "run_id": run,
+        "host": "h",
+        "config_id": config_id,
+        "flags": {},
+        "metrics": {},
+        "status": status,
+        "stack_fingerprint": fp,
+        "failure": failure,
+    }
 
 
 def test_append_then_read_back_in_order(tmp_path):
@@ -91,7 +103,7 @@ def test_a_write_killed_mid_line_loses_only_that_line(tmp_path):
         from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import ResultsFile
         rf = ResultsFile({str(path)!r})
         for i in range(5):
-            rf.append({{"config_id": "c%d" % i, "status": "ok", "stack_fingerprint": "fp"}})
+            rf.append(dict({line("c0", fp="fp")!r}, config_id="c%d" % i))
         fd = os.open({str(path)!r}, os.O_WRONLY | os.O_APPEND)
         os.write(fd, b'{{"config_id": "c5", "pad": "' + b"x" * 100000)
         print("torn", flush=True)

@@ -1,0 +1,31 @@
+"""Fixtures of the recipe tests: a results store made with the store's own import path."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "db"))
+
+from recipe_store import RUN, STACK, make_store
+from sample_results import sample_results
+
+
+@pytest.fixture
+def lines() -> list[dict]:
+    found = sample_results(RUN)
+    for line in found:
+        line["stack"] = dict(STACK)
+    return found
+
+
+@pytest.fixture
+def db(tmp_path: Path, lines: list[dict]) -> Iterator[sqlite3.Connection]:
+    conn = make_store(tmp_path / "results.db", lines)
+    yield conn
+    conn.close()
