@@ -16,6 +16,20 @@ stand-in's default profile as it is; the randomized ones are drawn around it, se
 - kind `late-failures`: three configs fail after loading (CUDA graph capture, or a crash
   in the middle of the first workload).
 
+Stress families (issue 24), drawn from their descriptions, never from the strategy's code; each
+is tuned on seeds TUNING_SEEDS and reported on HELD_OUT_SEEDS (never tuned on):
+
+- `combination`: the best config wins only as a combination: each of its values looks
+  mediocre alone (its one-axis neighbours are middling), it is 4-10% ahead of the best other;
+  configs sharing two of its values get a third of that bonus (a pairwise hint);
+- `clustered-failures`: 20-30% of the configs fail after loading, most of them on one value
+  of one axis (70-90% of that value's configs), the rest scattered;
+- `heteroscedastic`: one value of the MoE or attention axis is 8-10% noisy launch to launch,
+  the rest 1%; the noisy value's configs are among the fastest;
+- `plateau-peak`: every config within 0.5% of one level, one config 4-10% higher and its
+  one-axis neighbours a quarter of that;
+- `mostly-failing`: all but 1-3 configs fail after loading.
+
 Nothing here decides what to launch: benchmarks/search_cost.py drives the sweep's strategies.
 """
 
@@ -30,6 +44,10 @@ from bwtune.standin.performance import ConfigPerformance
 from bwtune.standin.profile import Profile
 
 KINDS = ("interaction", "corner", "near-tie", "high-noise", "late-failures")
+FAMILIES = ("combination", "clustered-failures", "heteroscedastic", "plateau-peak", "mostly-failing")
+# Seeds of the stress families: strategy changes are tuned on the first, reported on the second.
+TUNING_SEEDS = range(100, 140)
+HELD_OUT_SEEDS = range(9000, 9040)
 MAIN_SIGMA = 0.08
 PAIR_SIGMA = 0.04
 
@@ -42,6 +60,11 @@ class Landscape:
     value: dict[str, float]  # config id -> true objective value (tok/s per request, single)
     batch_ratio: dict[str, dict[int, float]]  # config id -> batch size -> per-request speed / single
     fails: dict[str, str] = field(default_factory=dict)  # config id -> "capture" | "workload"
+    # config id -> its own launch-to-launch spread, where it is not `cv` (heteroscedastic)
+    cv_of: dict[str, float] = field(default_factory=dict)
+
+    def noise(self, config_id: str) -> float:
+        return self.cv_of.get(config_id, self.cv)
 
     def best(self) -> str:
         """The true best config among those that do not fail (ties: the first id)."""
@@ -171,3 +194,86 @@ def _make_corner_best(
         if mine in speeds and others:
             target = max(others) * (1.0 + rng.uniform(0.02, 0.08))
             main[(axis, mine)] *= target / speeds[mine]
+
+
+def _points(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c["point"] for c in _valid(plan)}
+
+
+def _differs(a: dict[str, Any], b: dict[str, Any]) -> int:
+    return sum(a[k] != b[k] for k in a)
+
+
+def family(
+    profile: Profile, plan: dict[str, Any], axes: dict[str, list[Any]], kind: str, seed: int
+) -> Landscape:
+    """One landscape of a stress family (FAMILIES), seeded."""
+    rng = random.Random(seed * 7919 + FAMILIES.index(kind))
+    base, ratios = _profile_values(profile, plan)
+    points = _points(plan)
+    ids = sorted(points)
+    names = list(axes)
+    main = {(a, repr(v)): math.exp(rng.gauss(0.0, MAIN_SIGMA)) for a in names for v in axes[a]}
+    values = {c: base[c] * math.prod(main[(a, repr(points[c][a]))] for a in names) for c in ids}
+    cv = profile.cv
+    fails: dict[str, str] = {}
+    cv_of: dict[str, float] = {}
+    if kind == "combination":
+        # A target whose one-axis neighbours are middling: rank configs by value, pick one in
+        # the middle third, then lift it alone above the best.
+        ranked = sorted(ids, key=lambda c: values[c])
+        target = rng.choice(ranked[len(ranked) // 3 : 2 * len(ranked) // 3])
+        bonus = rng.uniform(0.04, 0.10)
+        top = max(values[c] for c in ids if c != target)
+        lift = top * (1.0 + bonus) / values[target]
+        values[target] *= lift
+        # the pairwise hint: configs sharing the target's values on two axes get a third
+        first, second = rng.sample(names, 2)
+        for c in ids:
+            if (
+                c != target
+                and points[c][first] == points[target][first]
+                and points[c][second] == points[target][second]
+            ):
+                values[c] = min(values[c] * (1.0 + bonus / 3.0), values[target] / (1.0 + bonus / 2.0))
+    elif kind == "clustered-failures":
+        share = rng.uniform(0.20, 0.30)
+        wanted = round(share * len(ids))
+        axis = rng.choice([a for a in names if len(axes[a]) >= 3])
+        value = rng.choice(axes[axis])
+        cluster = [c for c in ids if points[c][axis] == value]
+        n_cluster = min(len(cluster), max(1, round(rng.uniform(0.7, 0.9) * len(cluster))), wanted)
+        chosen = rng.sample(cluster, n_cluster)
+        rest = [c for c in ids if c not in chosen]
+        chosen += rng.sample(rest, max(0, wanted - n_cluster))
+        for n, c in enumerate(sorted(chosen)):
+            fails[c] = ("capture", "workload")[n % 2]
+    elif kind == "heteroscedastic":
+        cv = 0.01
+        axis = rng.choice(["moe-runner-backend", "attention-backend"])
+        noisy = rng.choice(axes[axis])
+        # the noisy value is among the fastest on its axis: lift it to 0-3% above the best other
+        others = [main[(axis, repr(v))] for v in axes[axis] if v != noisy]
+        target = max(others) * (1.0 + rng.uniform(-0.02, 0.03))
+        scale = target / main[(axis, repr(noisy))]
+        spread = rng.uniform(0.08, 0.10)
+        for c in ids:
+            if points[c][axis] == noisy:
+                values[c] *= scale
+                cv_of[c] = spread
+    elif kind == "plateau-peak":
+        level = base[plan["launches"][0]["config"]]
+        values = {c: level * math.exp(rng.gauss(0.0, 0.005 / 2)) for c in ids}
+        peak = rng.choice(ids)
+        bump = rng.uniform(0.04, 0.10)
+        for c in ids:
+            if _differs(points[c], points[peak]) == 1:
+                values[c] *= 1.0 + bump / 4.0
+        values[peak] = level * (1.0 + bump)
+    elif kind == "mostly-failing":
+        keep = rng.sample(ids, rng.randint(1, 3))
+        for n, c in enumerate(c for c in ids if c not in keep):
+            fails[c] = ("capture", "workload")[n % 2]
+    else:
+        raise ValueError(f"unknown family {kind!r}")
+    return Landscape(f"{kind}-{seed}", kind, cv, values, ratios, fails, cv_of)

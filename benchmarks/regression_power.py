@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / 
 
 from history_lines import OBJECTIVE, line, stack
 
-from bwtune import regression, regression_history, results_db
-from bwtune.standin.performance import ConfigPerformance, predict_output_throughput
+from bwtune import regression, regression_history, store
+from bwtune.standin.batch import predict_output_throughput
+from bwtune.standin.performance import ConfigPerformance
 from bwtune.standin.profile import Adjustment, Match, Profile, load_profile
 
 WORKLOAD = {"concurrency": 8, "input_len": 1024, "output_len": 256, "num_prompts": 32}
@@ -83,7 +84,7 @@ def backend_case(profile: Profile, launches: int, seed: int) -> list[str]:
     slow = slowed(profile, "flashinfer_cutlass", 1.07)
     levels = {"cprod000001": throughput(profile, PROD), "calt0000002": throughput(profile, ALT)}
     slow_levels = {"cprod000001": throughput(slow, PROD), "calt0000002": throughput(slow, ALT)}
-    conn = results_db.connect(":memory:")
+    conn = store.connect(":memory:")
     rng = random.Random(seed)
     for day in range(1, 6):
         _store(conn, f"night-{day}", day, levels, profile, launches, rng, stack())
@@ -109,13 +110,13 @@ def backend_case(profile: Profile, launches: int, seed: int) -> list[str]:
 def _store(conn, run_id, day, levels, profile, launches, rng, components) -> None:  # type: ignore[no-untyped-def]
     """A regression run as `bwtune regress` stores it: each launch a results line (later
     launches supersede earlier ones), the values from the noise model."""
-    results_db.record_run(conn, run_id, objective=OBJECTIVE, created_at=f"2026-11-{day:02d}T02:00:00+00:00")
+    store.record_run(conn, run_id, objective=OBJECTIVE, created_at=f"2026-11-{day:02d}T02:00:00+00:00")
     for config_id, level in levels.items():
         for number, values in enumerate(draw_run(level, profile, launches, rng)):
             record = line(run_id, config_id, day, values, stack_components=components)
             record["finished_at"] = f"2026-11-{day:02d}T02:{number:02d}:00+00:00"
-            results_db.import_results(conn, [record])
-    results_db.tag_run(conn, run_id, "regression")
+            store.import_results(conn, [record])
+    store.tag_run(conn, run_id, "regression")
 
 
 def drift_case(profile: Profile, launches: int, trials: int, seed: int) -> dict[str, float]:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from bwtune.standin.performance import ConfigPerformance, predict_output_throughput
+from bwtune.standin.batch import predict_output_throughput
+from bwtune.standin.performance import ConfigPerformance
 from bwtune.standin.profile import DEFAULT_PROFILE, PROFILES_DIR, load_profile
 
 REPO = Path(__file__).resolve().parents[1]
