@@ -26,8 +26,8 @@ nothing installed and runs in well under a second:
 (j) the Ansible layer (`src/bwtune/ansible_run/**`: playbooks through ansible-runner, their
     events, the inventory) is below the application layer: it never imports a module of
     `bwtune.app`, `bwtune.commands` or `bwtune.cli`;
-(k) `bwtune.runner`, the Ansible layer's old name, is imported by the modules of
-    RUNNER_NAME_DEBT only.
+(k) nothing imports `bwtune.runner`, the Ansible layer's old name (gone since every
+    command imports `bwtune.ansible_run`).
 
 The self-tests at the end feed synthetic modules through the same checker, so a
 wrong-way import is shown to fail.
@@ -57,13 +57,6 @@ OPTIONAL_NODE_IMPORTS = {(f"{MODULE_UTILS}.matrix_yaml", "yaml")}
 #     shared (the sweep; the facts playbook and reader; the cost estimate) is the application
 #     layer's (`bwtune.app`). A new entry is a decision, not an accident.
 COMMAND_IMPORT_DEBT: set[tuple[str, str]] = set()
-# (k) Who still imports the Ansible layer by its old name (`bwtune.runner`, the same module
-#     object as `bwtune.ansible_run`): two commands another change owns. Each entry goes when
-#     its module imports `bwtune.ansible_run`, and `bwtune.runner` goes with the last.
-RUNNER_NAME_DEBT = {
-    ("bwtune.commands.promote", "bwtune.runner"),
-    ("bwtune.commands.regress", "bwtune.runner"),
-}
 ANSIBLE_LAYER = "bwtune.ansible_run"
 # (g) The names `typing` has that a builtin, `X | None` or `collections.abc` replaces.
 OLD_TYPING = frozenset(
@@ -245,7 +238,7 @@ def violations(module: str, source: str, ours: Iterable[str]) -> list[str]:
                 bad.append(
                     f"{where}: the Ansible layer never imports the application layer, a command or the CLI"
                 )
-            if target == "bwtune.runner" and (module, target) not in RUNNER_NAME_DEBT:
+            if target == "bwtune.runner":
                 bad.append(
                     f"{where}: the Ansible layer is bwtune.ansible_run (bwtune.runner is its old name)"
                 )
@@ -344,7 +337,6 @@ def test_the_known_debt_is_still_there(sources: dict[str, str]) -> None:
     """An entry of an allow-list that is no longer needed is removed, so the list stays true."""
     edges = graph(sources)
     assert sorted(pair for pair in COMMAND_IMPORT_DEBT if pair[1] not in edges[pair[0]]) == []
-    assert sorted(pair for pair in RUNNER_NAME_DEBT if pair[1] not in edges[pair[0]]) == []
     unused = [
         pair
         for pair in OPTIONAL_NODE_IMPORTS
@@ -405,8 +397,8 @@ OURS = {
         (f"{MODULE_UTILS}.versions", "from . import rules\n"),
         (f"{MODULES}.sweep", "import yaml\n"),
         (f"{MODULES}.sweep", "from bwtune.commands import sweep\n"),
-        ("bwtune.runner", f"from {MODULES} import sweep\n"),
-        ("bwtune.runner", f"import {MODULES}.sweep\n"),
+        ("bwtune.ansible_run", f"from {MODULES} import sweep\n"),
+        ("bwtune.ansible_run", f"import {MODULES}.sweep\n"),
         ("bwtune.commands.runs", "from bwtune.commands import sweep\n"),
         ("bwtune.commands.runs", "import bwtune.commands.plan\n"),
         ("bwtune.commands.runs", "def run(args):\n    from bwtune.cli import build_parser\n"),
@@ -431,6 +423,7 @@ OURS = {
         ("bwtune.ansible_run.events", "def f():\n    import bwtune.cli\n"),
         ("bwtune.ansible_run", "from bwtune.commands import sweep\n"),
         ("bwtune.commands.runs", "from bwtune import runner\n"),
+        ("bwtune.commands.promote", "from bwtune import runner\n"),
         ("bwtune.app.sweep_service", "import bwtune.runner\n"),
     ],
 )
@@ -446,7 +439,7 @@ def test_a_wrong_way_import_is_refused(module: str, source: str) -> None:
             f"{MODULES}.sweep",
             f"from ansible.module_utils.basic import AnsibleModule\nfrom {MODULE_UTILS} import rules\n",
         ),
-        ("bwtune.runner", f"import yaml\nfrom {MODULE_UTILS} import rules\n"),
+        ("bwtune.ansible_run", f"import yaml\nfrom {MODULE_UTILS} import rules\n"),
         (
             "bwtune.commands.runs",
             "from bwtune.commands import _playbook_options\nfrom bwtune import ansible_run\n",
@@ -467,7 +460,6 @@ def test_a_wrong_way_import_is_refused(module: str, source: str) -> None:
             "from bwtune import ansible_run, store\nfrom bwtune.ansible_run import Inventory\n",
         ),
         ("bwtune.commands.sweep", "import argparse\nfrom bwtune.app import sweep_service\n"),
-        ("bwtune.commands.promote", "from bwtune import runner\n"),
         (
             "bwtune.store",
             f"import sqlite3\nfrom {MODULE_UTILS} import rules\nfrom bwtune.store import lines\n",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from bwtune import exit_codes, runner, store
+from bwtune import ansible_run, exit_codes, store
 from bwtune.analysis.hardware_group import HardwareGroup, Selection, select
 from bwtune.app import facts_service
 from bwtune.commands import _playbook_options as playbook_options
@@ -114,7 +114,7 @@ def nobody_line(selection: Selection, chosen: Mapping[str, Any], run_id: str, wh
     )
 
 
-def refuse_simulated(chosen: Mapping[str, Any], run_id: str, inventory: runner.Inventory) -> None:
+def refuse_simulated(chosen: Mapping[str, Any], run_id: str, inventory: ansible_run.Inventory) -> None:
     """BadInput when a simulated result would go to a host that is not simulated."""
     if not chosen.get("simulated"):
         return
@@ -131,7 +131,7 @@ def refuse_simulated(chosen: Mapping[str, Any], run_id: str, inventory: runner.I
 def run(args: argparse.Namespace) -> int:
     try:
         extra_vars = playbook_options.check_extra_vars(args.extra_vars)
-        inventory = runner.load_inventory(args.inventory, args.limit)
+        inventory = ansible_run.load_inventory(args.inventory, args.limit)
         if not inventory.hosts:
             raise BadInput(f"inventory {args.inventory}: no hosts{' match --limit' if args.limit else ''}")
         try:
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         kept = {host["host"]: host.get("gpu_facts") for host in store.run_hosts(conn, args.run_id)}
         group = measured_group(chosen, args.run_id, kept.get(chosen["host"]))
         refuse_simulated(chosen, args.run_id, inventory)
-    except (BadInput, runner.InventoryError, playbook_options.ExtraVarsError) as exc:
+    except (BadInput, ansible_run.InventoryError, playbook_options.ExtraVarsError) as exc:
         print(f"bwtune: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
 
@@ -156,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
         "extra_args": playbook_options.extra_vars_args(extra_vars),
     }
     # Which hosts are of the group: their facts now (read-only), as `bwtune facts` gathers them.
-    with runner.cancel_on_interrupt() as cancel:
-        gathered = runner.run_playbook(
+    with ansible_run.cancel_on_interrupt() as cancel:
+        gathered = ansible_run.run_playbook(
             FACTS_PLAYBOOK, inventory, {}, limit=args.limit, cancel=cancel.event, **common
         )
     if gathered.canceled:
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     # The last failure of each host: a rescued one (the promotion) comes before STOP_TASK's.
     last_failure: dict[str, tuple[str | None, str]] = {}
 
-    def on_event(event: runner.RunnerEvent) -> None:
+    def on_event(event: ansible_run.RunnerEvent) -> None:
         host = event.host
         if host is None or host not in outcomes:
             return
@@ -215,8 +215,8 @@ def run(args: argparse.Namespace) -> int:
             if not args.json and not args.quiet:
                 print(f"{host}: promoted, healthy and answering correctly")
 
-    with runner.cancel_on_interrupt() as cancel:
-        outcome = runner.run_playbook(
+    with ansible_run.cancel_on_interrupt() as cancel:
+        outcome = ansible_run.run_playbook(
             PROMOTE_PLAYBOOK,
             inventory,
             {"promote_config": promotion},

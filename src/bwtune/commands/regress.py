@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bwtune import exit_codes, regression, regression_history, regression_outputs, report, runner, store
+from bwtune import ansible_run, exit_codes, regression, regression_history, regression_outputs, report, store
 from bwtune.app import sweep_service
 from bwtune.commands import _playbook_options as playbook_options
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     except (
         ValueError,
         sweep_service.BadInput,
-        runner.InventoryError,
+        ansible_run.InventoryError,
         playbook_options.ExtraVarsError,
         store.StorageError,
         LookupError,
@@ -125,12 +125,12 @@ def _request(args: argparse.Namespace) -> sweep_service.SweepRequest:
     extra_vars = playbook_options.check_extra_vars(args.extra_vars)
     matrix = sweep_service.load_matrix(args.matrix)  # before the inventory: the cheaper check first
     _check_size(matrix, str(args.matrix))
-    inventory = runner.load_inventory(args.inventory, args.limit)
+    inventory = ansible_run.load_inventory(args.inventory, args.limit)
     request = sweep_service.SweepRequest(
         inventory=inventory,
         matrix=matrix,
         matrix_source=str(args.matrix),
-        run_id=runner.new_run_id(),
+        run_id=ansible_run.new_run_id(),
         limit=args.limit,
         strategy="grid",  # every pinned config, every time
         forks=args.forks,

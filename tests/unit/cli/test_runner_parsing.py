@@ -118,4 +118,4 @@ def test_first_error_of_a_playbook_that_did_not_start() -> None:
 def test_run_ids_sort_by_time_and_differ() -> None:
     ids = {ansible_run.new_run_id() for _ in range(50)}
     assert len(ids) == 50
-    assert all(len(i) == len("20260101T000000Z-abcd") and i[8] == "T" for i in ids)
+    assert all(len(i) == len("20260101T000000Z-0123abcd") and i[8] == "T" for i in ids)
