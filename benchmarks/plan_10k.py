@@ -17,6 +17,7 @@ import copy
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,27 +28,13 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.installed_flags impo
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "qwen35-397b-nvfp4-sm120.yml"
 
 
-def matrix_10k() -> dict:
+def widened_matrix(axes: dict[str, list[Any]]) -> dict[str, Any]:
+    """The SM120 example with ``axes`` as its axes (mem-fraction-static moved from the base to
+    an axis) and the speculative bundles mtp1, mtp2 and mtp3-no-radix beside its mtp3; no
+    exclude. benchmarks/search_cost.py's wide matrix is built on it too."""
     matrix = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
     matrix["base"].pop("mem-fraction-static")
-    matrix["axes"] = {
-        "moe-runner-backend": [
-            "auto",
-            "flashinfer_cutlass",
-            "flashinfer_trtllm",
-            "flashinfer_trtllm_routed",
-            "flashinfer_cutedsl",
-            "triton",
-            "cutlass",
-            "marlin",
-            "deep_gemm",
-            "triton_kernel",
-        ],
-        "fp4-gemm-backend": ["auto", "flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm", "marlin"],
-        "attention-backend": ["flashinfer", "triton", "trtllm_mha", "fa4"],
-        "speculative": ["none", "mtp1", "mtp2", "mtp3", "mtp3-no-radix"],
-        "mem-fraction-static": [round(0.80 + 0.01 * i, 2) for i in range(10)],
-    }
+    matrix["axes"] = {axis: list(values) for axis, values in axes.items()}
     mtp = matrix["bundles"]["speculative"]["mtp3"]
     matrix["bundles"]["speculative"].update(
         {
@@ -58,6 +45,31 @@ def matrix_10k() -> dict:
     )
     matrix["exclude"] = []
     return matrix
+
+
+# The 10,000-point axes (10 x 5 x 4 x 5 x 10); search_cost.py's wide matrix takes fewer values of them.
+AXES_10K: dict[str, list[Any]] = {
+    "moe-runner-backend": [
+        "auto",
+        "flashinfer_cutlass",
+        "flashinfer_trtllm",
+        "flashinfer_trtllm_routed",
+        "flashinfer_cutedsl",
+        "triton",
+        "cutlass",
+        "marlin",
+        "deep_gemm",
+        "triton_kernel",
+    ],
+    "fp4-gemm-backend": ["auto", "flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm", "marlin"],
+    "attention-backend": ["flashinfer", "triton", "trtllm_mha", "fa4"],
+    "speculative": ["none", "mtp1", "mtp2", "mtp3", "mtp3-no-radix"],
+    "mem-fraction-static": [round(0.80 + 0.01 * i, 2) for i in range(10)],
+}
+
+
+def matrix_10k() -> dict[str, Any]:
+    return widened_matrix(AXES_10K)
 
 
 def node_facts() -> dict:

@@ -50,6 +50,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import landscapes
+import plan_10k
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import (
     planner,
@@ -270,40 +271,18 @@ def mission_plan() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 # The wide matrix (issue 24): the mission widened to 9 x 5 x 4 x 5 x 6 = 5,400 combinations
-# (benchmarks/plan_10k.py's axes, fewer values); SM120's rules prune most of it, and the
+# (benchmarks/plan_10k.py's widened_matrix, fewer values); SM120's rules prune most of it, and the
 # matrix excludes MTP below mem-fraction-static 0.85 (this benchmark's choice, as a user's
 # exclude would be, not an SGLang rule), leaving 648 launches.
 WIDE_AXES: dict[str, list[Any]] = {
-    "moe-runner-backend": [
-        "auto",
-        "flashinfer_cutlass",
-        "flashinfer_trtllm",
-        "flashinfer_trtllm_routed",
-        "flashinfer_cutedsl",
-        "triton",
-        "cutlass",
-        "marlin",
-        "deep_gemm",
-    ],
-    "fp4-gemm-backend": ["auto", "flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm", "marlin"],
-    "attention-backend": ["flashinfer", "triton", "trtllm_mha", "fa4"],
-    "speculative": ["none", "mtp1", "mtp2", "mtp3", "mtp3-no-radix"],
+    **plan_10k.AXES_10K,
+    "moe-runner-backend": plan_10k.AXES_10K["moe-runner-backend"][:9],  # not triton_kernel
     "mem-fraction-static": [0.80, 0.82, 0.84, 0.85, 0.86, 0.88],
 }
 
 
 def wide_plan() -> tuple[dict[str, Any], dict[str, Any]]:
-    matrix = yaml.safe_load(EXAMPLE.read_text())
-    matrix["base"].pop("mem-fraction-static")
-    matrix["axes"] = {axis: list(values) for axis, values in WIDE_AXES.items()}
-    mtp = matrix["bundles"]["speculative"]["mtp3"]
-    matrix["bundles"]["speculative"].update(
-        {
-            "mtp1": {**mtp, "speculative-num-steps": 1, "speculative-num-draft-tokens": 2},
-            "mtp2": {**mtp, "speculative-num-steps": 2, "speculative-num-draft-tokens": 3},
-            "mtp3-no-radix": {**mtp, "disable-radix-cache": True},
-        }
-    )
+    matrix = plan_10k.widened_matrix(WIDE_AXES)
     matrix["exclude"] = [
         {"mem-fraction-static": mem, "speculative": spec}
         for mem in (0.80, 0.82, 0.84)
