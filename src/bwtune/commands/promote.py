@@ -12,35 +12,42 @@ no config before gets what the promotion made removed again (unit, files, folder
 A simulated result (the stand-in's numbers) goes only to simulated hosts (`bwtune_simulated:
 true`, which serve the stand-in): for any other host it is refused before anything runs.
 `--check` runs the same playbook in Ansible's check mode: per host, the unit, its command line
-and the files it would write or create, and nothing written.
+and the files it would write or create, and nothing written. After a promotion it prints the
+`bwtune recipe export` command of the config now serving (issue 27).
+
+The rollout itself (the facts run, promote.yml, each host's outcome) is
+bwtune.app.promote_service's, shared with `bwtune recipe apply`; this module chooses the
+config, refuses what may not be promoted and prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import ansible_run, exit_codes, store
 from bwtune.analysis.hardware_group import HardwareGroup, Selection, select
-from bwtune.app import facts_service
+from bwtune.app import promote_service
+from bwtune.app.promote_service import HostOutcome, describe_changes, describe_would
 from bwtune.commands import _playbook_options as playbook_options
 from bwtune.report.launch import server_args
 
 NAME = "promote"
 HELP = "Roll a run's best config (or --config) out to its hardware group's hosts, one by one, with rollback."
 
-PROMOTE_PLAYBOOK = "promote.yml"
-FACTS_PLAYBOOK = facts_service.FACTS_PLAYBOOK
-RESOLVE_TASK = "Resolve the config to serve"
-PROMOTED_TASK = "Promoted"
-CHECK_TASK = "Would change"  # check mode: the server role's server_changes
-STOP_TASK = "Stop the rollout"
-ROLLED_BACK = "rolled back to "  # the words of STOP_TASK's message after a rollback
+# The playbooks and the tasks the rollout watches (bwtune.app.promote_service's).
+PROMOTE_PLAYBOOK = promote_service.PROMOTE_PLAYBOOK
+FACTS_PLAYBOOK = promote_service.FACTS_PLAYBOOK
+RESOLVE_TASK = promote_service.RESOLVE_TASK
+PROMOTED_TASK = promote_service.PROMOTED_TASK
+CHECK_TASK = promote_service.CHECK_TASK
+STOP_TASK = promote_service.STOP_TASK
+ROLLED_BACK = promote_service.ROLLED_BACK
 
 
 class BadInput(ValueError):
@@ -59,15 +66,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write nothing: say per host what it would change (unit, command line, files)",
     )
-
-
-@dataclass
-class HostOutcome:
-    status: str = "not reached"  # promoted | rolled back | failed | not reached | left out
-    # --check: would change | unchanged (| failed | not reached | left out)
-    changed_flags: list[dict[str, Any]] = field(default_factory=list)
-    message: str = ""
-    would: dict[str, Any] | None = None  # --check: the server role's server_changes
 
 
 def choose_config(output: Mapping[str, Any], config_id: str | None) -> Mapping[str, Any]:
@@ -149,124 +147,76 @@ def run(args: argparse.Namespace) -> int:
         print(f"bwtune: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
 
-    common = {
-        "forks": args.forks,
-        "quiet": True,
-        "verbosity": playbook_options.verbosity(args),
-        "extra_args": playbook_options.extra_vars_args(extra_vars),
-    }
+    options = promote_service.PlaybookOptions(
+        forks=args.forks,
+        verbosity=playbook_options.verbosity(args),
+        extra_args=playbook_options.extra_vars_args(extra_vars),
+    )
     # Which hosts are of the group: their facts now (read-only), as `bwtune facts` gathers them.
-    with ansible_run.cancel_on_interrupt() as cancel:
-        gathered = ansible_run.run_playbook(
-            FACTS_PLAYBOOK, inventory, {}, limit=args.limit, cancel=cancel.event, **common
-        )
+    gathered = promote_service.gather_facts(inventory, args.limit, options)
     if gathered.canceled:
         print("bwtune: promote cancelled; nothing was promoted", file=sys.stderr)
         return exit_codes.CANCELED
     if gathered.error:
         print(f"bwtune: the facts playbook did not run: {gathered.error}", file=sys.stderr)
         return exit_codes.HOST_FAILED
-    failed = {host: failure.line() for host, failure in gathered.failures.items()}
-    selection = select(group, inventory.hosts, facts_service.host_facts(gathered), failed)
+    selection = select(group, inventory.hosts, gathered.facts, gathered.failed)
     if not selection.hosts:
         where = f"inventory {args.inventory}" + (f" (--limit {args.limit})" if args.limit else "")
         print(f"bwtune: {nobody_line(selection, chosen, args.run_id, where)}", file=sys.stderr)
         return exit_codes.HOST_FAILED if selection.unknown else exit_codes.BAD_INPUT
 
-    promotion = {"args": server_args(chosen), "config_id": chosen["id"], "run_id": args.run_id}
-    outcomes = {host: HostOutcome() for host in selection.hosts}
-    for host, reason in selection.left_out.items():
-        outcomes[host] = HostOutcome(status="left out", message=reason)
-    if not args.json and not args.quiet:
+    promotion = promote_service.promotion(server_args(chosen), chosen["id"], args.run_id)
+    talk = not args.json and not args.quiet
+    if talk:
         simulated = " (simulated numbers)" if chosen.get("simulated") else ""
         doing = "checking what promoting would change for" if args.check else "promoting"
         print(f"{doing} {chosen['id']} of run {args.run_id} (measured on {chosen['host']}{simulated})")
         print(f"hardware group {group}: {', '.join(selection.hosts)}")
 
-    seen_resolve: set[str] = set()
-    # The last failure of each host: a rescued one (the promotion) comes before STOP_TASK's.
-    last_failure: dict[str, tuple[str | None, str]] = {}
-
-    def on_event(event: ansible_run.RunnerEvent) -> None:
-        host = event.host
-        if host is None or host not in outcomes:
-            return
-        if event.kind == "failed":
-            last_failure[host] = (event.task, str(event.res.get("msg") or "failed"))
-        if event.kind != "ok":
-            return
-        if event.task == RESOLVE_TASK and host not in seen_resolve:  # the promotion's; a rollback's is second
-            seen_resolve.add(host)
-            outcomes[host].changed_flags = list(event.res.get("changed_flags") or [])
-            if not args.json and not args.quiet:
-                print(f"{host}: {describe_changes(outcomes[host].changed_flags)}")
-        elif event.task == CHECK_TASK and args.check:
-            would = event.res.get("msg")
-            outcomes[host].would = would if isinstance(would, dict) else {}
-        elif event.task == PROMOTED_TASK and args.check:
-            would = outcomes[host].would or {}
-            outcomes[host].status = (
-                "would change" if would.get("writes") or would.get("creates") else "unchanged"
-            )
-            if not args.json and not args.quiet:
-                print(describe_would(host, outcomes[host]))
-        elif event.task == PROMOTED_TASK:
-            outcomes[host].status = "promoted"
-            if not args.json and not args.quiet:
-                print(f"{host}: promoted, healthy and answering correctly")
-
-    with ansible_run.cancel_on_interrupt() as cancel:
-        outcome = ansible_run.run_playbook(
-            PROMOTE_PLAYBOOK,
-            inventory,
-            {"promote_config": promotion},
-            # Ansible's --limit, narrowed to the group: the hosts are inventory names.
-            limit=",".join(selection.hosts),
-            on_event=on_event,
-            cancel=cancel.event,
-            **{**common, "extra_args": [*common["extra_args"], *(["--check"] if args.check else [])]},
-        )
-    if outcome.canceled:
+    rollout = promote_service.Rollout(inventory, selection.hosts, promotion, args.check, options)
+    result = promote_service.roll_out(rollout, progress_printer() if talk else None)
+    if result.canceled:
         if args.check:
             print("bwtune: promote --check cancelled; nothing was written", file=sys.stderr)
             return exit_codes.CANCELED
         print("bwtune: promote cancelled; hosts already promoted keep the new config", file=sys.stderr)
         return exit_codes.CANCELED
-    for host, failure in outcome.failures.items():
-        result = outcomes.setdefault(host, HostOutcome())
-        task, message = last_failure.get(host, (failure.task, failure.message))
-        rolled_back = task == STOP_TASK and ROLLED_BACK in message
-        result.status = "rolled back" if rolled_back else "failed"
-        result.message = message
+    outcomes = dict(result.outcomes)
+    for host, reason in selection.left_out.items():
+        outcomes[host] = HostOutcome(status="left out", message=reason)
     code = exit_codes.OK
-    if outcome.failures or outcome.rc != 0 or selection.unknown:
+    if result.failed or selection.unknown:
         code = exit_codes.HOST_FAILED
-    print_outcome(promotion, group, outcomes, outcome.error, as_json=args.json, check=args.check)
+    print_outcome(promotion, group, outcomes, result.error, as_json=args.json, check=args.check)
+    promoted = [host for host, o in result.outcomes.items() if o.status == "promoted"]
+    if talk and promoted and not args.check:
+        # The config that now serves, as a file another node can check (bwtune recipe, issue 27).
+        print(f"share it as a recipe: {export_command(args, chosen)}")
     return code
 
 
-def describe_would(host: str, result: HostOutcome) -> str:
-    """--check: what the host would get, in a few lines."""
-    would = result.would or {}
-    if result.status == "unchanged":
-        return f"{host}: no change (serves this config already)"
-    lines = [f"{host}: would change {describe_changes(result.changed_flags)}"]
-    lines.append(f"  unit {would.get('unit')}: ExecStart={would.get('exec_start')}")
-    for word, key in (("write", "writes"), ("create", "creates")):
-        if would.get(key):
-            lines.append(f"  would {word}: {', '.join(str(w) for w in would[key])}")
-    return "\n".join(lines)
+def export_command(args: argparse.Namespace, chosen: Mapping[str, Any]) -> str:
+    """The `bwtune recipe export` command of the promoted config."""
+    words = ["bwtune", "recipe", "export", args.run_id, "--config", str(chosen["id"])]
+    if args.db:
+        words += ["--db", str(args.db)]
+    words += ["-o", f"{chosen['id']}.recipe.json"]
+    return shlex.join(words)
 
 
-def describe_changes(changes: list[dict[str, Any]]) -> str:
-    if not changes:
-        return "no flag changes"
-    words = []
-    for change in changes:
-        old = "unset" if change["old"] is None else change["old"]
-        new = "unset" if change["new"] is None else change["new"]
-        words.append(f"--{change['flag']} {old} -> {new}")
-    return "; ".join(words)
+def progress_printer() -> Callable[[str, str, HostOutcome], None]:
+    """The per-host progress lines of a rollout."""
+
+    def show(host: str, stage: str, outcome: HostOutcome) -> None:
+        if stage == promote_service.RESOLVED:
+            print(f"{host}: {describe_changes(outcome.changed_flags)}")
+        elif stage == promote_service.WOULD:
+            print(describe_would(host, outcome))
+        elif stage == promote_service.PROMOTED:
+            print(f"{host}: promoted, healthy and answering correctly")
+
+    return show
 
 
 def print_outcome(
@@ -296,12 +246,7 @@ def print_outcome(
         json.dump(contract.versioned(body), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    for host, result in sorted(outcomes.items()):
-        if result.status in ("promoted", "would change", "unchanged"):
-            continue
-        line = f"bwtune: host {host} {result.status}"
-        # The first line says why; the journal tail that follows is in --json and -v output.
-        first = result.message.splitlines()[0] if result.message else ""
-        print(line + (f": {first}" if first else ""), file=sys.stderr)
+    for line in promote_service.failure_lines(outcomes):
+        print(f"bwtune: {line}", file=sys.stderr)
     if error:
         print(f"bwtune: the promote playbook did not run: {error}", file=sys.stderr)

@@ -317,3 +317,18 @@ def test_real_facts_decide_and_nothing_is_touched_when_no_host_is_of_the_group(
     assert len(err) == 1
     assert "node-a: another hardware group: stack " in err[0] and f", the run's {FP}; node-b: " in err[0]
     assert err[0].endswith("node-b: its GPUs are unknown (nvidia-smi-missing)")
+
+
+def test_a_successful_promotion_offers_the_recipe_export_and_check_does_not(
+    db: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27: promote offers `bwtune recipe export` of the config it put into service."""
+    fake(["a"], {"a": facts()})
+    assert cli.main(["promote", RUN, "-i", "inventory.yml", "--db", str(db)]) == exit_codes.OK
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == (
+        f"share it as a recipe: bwtune recipe export {RUN} --config cgroup00001 --db {db} "
+        "-o cgroup00001.recipe.json"
+    )
+    assert cli.main(["promote", RUN, "-i", "inventory.yml", "--db", str(db), "--check"]) == exit_codes.OK
+    assert "recipe export" not in capsys.readouterr().out
