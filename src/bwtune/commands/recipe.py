@@ -1,7 +1,8 @@
-"""`bwtune recipe export|sign|verify-signature|check|verify`: a run's config as a recipe file.
+"""`bwtune recipe export|sign|verify-signature|check|apply|verify`: a run's config as a recipe file.
 
 The recipe is built, signed, compared and verified by bwtune.recipes (application code);
-this module parses the arguments and prints. docs/recipes.md.
+`apply` brings the recipe's config into service through bwtune.app.promote_service, the
+rollout `bwtune promote` uses; this module parses the arguments and prints. docs/recipes.md.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from bwtune import ansible_run, exit_codes, regression, store
-from bwtune.app import facts_service, sweep_service
+from bwtune.app import facts_service, promote_service, sweep_service
 from bwtune.commands import _playbook_options as playbook_options
-from bwtune.recipes import check, model, signing, verify
+from bwtune.recipes import apply, check, model, signing, verify
 
 NAME = "recipe"
 HELP = "Export a run's best config as a recipe file; sign it; check or verify it on other hosts."
 
-ACTIONS = ("export", "sign", "verify-signature", "check", "verify")
+ACTIONS = ("export", "sign", "verify-signature", "check", "apply", "verify")
 DEFAULT_LAUNCHES = 3
 MAX_LAUNCHES = 20
 
@@ -69,6 +70,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     playbook_options.add_arguments(check_)
     check_.add_argument("--json", action="store_true", help="print each host's check as JSON on stdout")
 
+    apply_ = actions.add_parser(
+        "apply",
+        help="serve the recipe's config on its hardware group's hosts, one by one, with rollback",
+    )
+    apply_.add_argument("file", metavar="FILE", help="the recipe file")
+    playbook_options.add_arguments(apply_)
+    apply_.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing: say per host what it would change (stack inputs, unit, command line, files)",
+    )
+    apply_.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout")
+    apply_.add_argument("--quiet", action="store_true", help="no per-host progress lines")
+
     verify_ = actions.add_parser(
         "verify", help="launch the recipe's config again (a scratch sweep) and compare with its numbers"
     )
@@ -98,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         "sign": _sign,
         "verify-signature": _verify_signature,
         "check": _check,
+        "apply": _apply,
         "verify": _verify,
     }[args.action]
     return handler(args)
@@ -167,7 +183,8 @@ def _inventory(
         raise model.RecipeError(
             f"inventory {args.inventory}: no hosts{' match --limit' if args.limit else ''}"
         )
-    check.refuse_simulated(recipe, args.file, inventory)
+    doing = "applied" if action == "apply" else "checked and verified"
+    check.refuse_simulated(recipe, args.file, inventory, doing)
     return recipe, inventory, extra_vars
 
 
@@ -206,6 +223,122 @@ def _check(args: argparse.Namespace) -> int:
     if failed:
         return exit_codes.HOST_FAILED
     return exit_codes.OK if all(c.in_group and not c.differ for c in checks) else exit_codes.NOT_VERIFIED
+
+
+def _apply(args: argparse.Namespace) -> int:
+    try:
+        recipe, inventory, extra_vars = _inventory(args, "apply")
+        server_args = apply.server_args(recipe, args.file)
+    except BAD_INPUTS as exc:
+        return _fail("apply", exc)
+    options = promote_service.PlaybookOptions(
+        forks=args.forks,
+        verbosity=playbook_options.verbosity(args),
+        extra_args=playbook_options.extra_vars_args(extra_vars),
+    )
+    gathered = promote_service.gather_facts(inventory, args.limit, options)
+    if gathered.canceled:
+        return _fail("apply", "cancelled; nothing was applied", exit_codes.CANCELED)
+    if gathered.error:
+        return _fail("apply", f"the facts playbook did not run: {gathered.error}", exit_codes.HOST_FAILED)
+    planned = apply.plan(recipe, inventory.hosts, gathered.facts, gathered.failed)
+    measured = recipe["measured"]
+    group = check.group_of(recipe)
+    inputs = apply.pinned_inputs(recipe)
+    build = (
+        apply.provision_command(args.inventory, planned.needs_build, inputs)
+        if planned.needs_build and inputs
+        else None
+    )
+    talk = not args.json and not args.quiet
+    if not planned.hosts:
+        where = f"inventory {args.inventory}" + (f" (--limit {args.limit})" if args.limit else "")
+        why = "; ".join(f"{host}: {reason}" for host, reason in planned.left_out.items())
+        code = exit_codes.HOST_FAILED if planned.unknown else exit_codes.BAD_INPUT
+        _fail(
+            "apply",
+            f"no host of {where} is in the hardware group of {args.file} ({group}); nothing was "
+            f"applied. {why}",
+            code,
+        )
+        if build and talk:
+            print(f"to build the recipe's stack there: {build}", file=sys.stderr)
+        return code
+
+    promotion = promote_service.promotion(server_args, str(measured["config_id"]), str(measured["run_id"]))
+    if talk:
+        simulated = " (simulated numbers)" if recipe["simulated"] else ""
+        doing = "checking what applying would change for" if args.check else "applying"
+        print(f"{doing} {args.file}: config {measured['config_id']} of run {measured['run_id']}{simulated}")
+        print(f"hardware group {group}: {', '.join(planned.hosts)}")
+        if args.check:
+            for one in planned.checks:
+                print("\n".join(check.describe(one)))
+        if build:
+            _print_build(build, inputs)
+    rollout = promote_service.Rollout(inventory, planned.hosts, promotion, args.check, options)
+    result = promote_service.roll_out(rollout, _apply_progress() if talk else None)
+    if result.canceled:
+        if args.check:
+            return _fail("apply", "--check cancelled; nothing was written", exit_codes.CANCELED)
+        return _fail("apply", "cancelled; hosts already done keep the recipe's config", exit_codes.CANCELED)
+    outcomes = dict(result.outcomes)
+    for host, reason in planned.left_out.items():
+        outcomes[host] = promote_service.HostOutcome(status="left out", message=reason)
+    if args.json:
+        hosts: dict[str, dict[str, Any]] = {}
+        checks = {c.host: c for c in planned.checks}
+        for host, o in sorted(outcomes.items()):
+            hosts[host] = {
+                "status": o.status,
+                "changed_flags": o.changed_flags,
+                "message": o.message,
+                "stack_differs": checks[host].differ if host in checks else [],
+            }
+            if args.check:
+                hosts[host]["would"] = o.would
+        body = {
+            "recipe": args.file,
+            "run_id": measured["run_id"],
+            "config_id": measured["config_id"],
+            "simulated": recipe["simulated"],
+            "args": server_args,
+            "hardware_group": group.as_dict(),
+            "check": args.check,
+            "hosts": hosts,
+            "provision": {"hosts": planned.needs_build, "extra_vars": inputs, "command": build},
+            "error": result.error,
+        }
+        print(json.dumps(body, indent=2))
+    else:
+        for line in promote_service.failure_lines(outcomes):
+            print(f"bwtune recipe apply: {line}", file=sys.stderr)
+        if result.error:
+            print(f"bwtune recipe apply: the promote playbook did not run: {result.error}", file=sys.stderr)
+    if result.failed or planned.unknown:
+        return exit_codes.HOST_FAILED
+    return exit_codes.OK
+
+
+def _print_build(command: str, inputs: dict[str, Any]) -> None:
+    print(
+        "the recipe's stack is built by bwtune provision, not by apply: with its pinned inputs "
+        f"({', '.join(f'{k}={v}' for k, v in inputs.items())}; not in the recipe, the inventory's: "
+        f"{', '.join(apply.NOT_PINNED)}):"
+    )
+    print(f"  {command}")
+
+
+def _apply_progress() -> Any:
+    def show(host: str, stage: str, outcome: promote_service.HostOutcome) -> None:
+        if stage == promote_service.RESOLVED:
+            print(f"{host}: {promote_service.describe_changes(outcome.changed_flags)}")
+        elif stage == promote_service.WOULD:
+            print(promote_service.describe_would(host, outcome))
+        elif stage == promote_service.PROMOTED:
+            print(f"{host}: serves the recipe's config, healthy and answering correctly")
+
+    return show
 
 
 def _verify(args: argparse.Namespace) -> int:

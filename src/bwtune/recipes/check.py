@@ -57,16 +57,22 @@ def group_of(recipe: Mapping[str, Any]) -> HardwareGroup:
     return HardwareGroup.of_result(line, kept)
 
 
-def refuse_simulated(recipe: Mapping[str, Any], path: str, inventory: ansible_run.Inventory) -> None:
-    """Refused when a simulated recipe meets a host that is not simulated (as promote refuses)."""
+def refuse_simulated(
+    recipe: Mapping[str, Any],
+    path: str,
+    inventory: ansible_run.Inventory,
+    doing: str = "checked and verified",
+) -> None:
+    """Refused when a simulated recipe meets a host that is not simulated (as promote refuses);
+    `doing`: what is done with it only on simulated hosts, in words."""
     if not recipe.get("simulated"):
         return
     real = [host for host in inventory.hosts if not inventory.simulated(host)]
     if real:
         raise Refused(
             f"{path}: the recipe's numbers are simulated (the stand-in's), and {', '.join(real)} "
-            f"{'is' if len(real) == 1 else 'are'} not simulated: a simulated recipe is checked and "
-            "verified only on hosts with bwtune_simulated: true (they serve the stand-in; see "
+            f"{'is' if len(real) == 1 else 'are'} not simulated: a simulated recipe is {doing} "
+            "only on hosts with bwtune_simulated: true (they serve the stand-in; see "
             "inventory/local.yml)"
         )
 
