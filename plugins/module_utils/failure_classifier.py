@@ -15,8 +15,10 @@ Triton print for the failures that matter. In order of precedence:
   crashed               the software stack is broken (an import that fails, an undefined
                         symbol), or the failing traceback ran past argument processing
                         (distributed init, NCCL, model or weight loading, serving);
-  invalid-args          argparse refused the command line, or the exception was raised
-                        while SGLang processed its arguments (server_args.py, arg_groups/);
+  invalid-args          argparse refused the command line, the exception was raised
+                        while SGLang processed its arguments (server_args.py, arg_groups/),
+                        or a divisibility check says the parallel sizes do not divide the
+                        model (wherever it was raised);
   startup-timeout       the server is still running and never became healthy.
 
 Where a traceback has no frames (a one-line error), a frameless ValueError, AssertionError
@@ -148,6 +150,16 @@ _PAST_ARGUMENTS = re.compile(
     r"|Loading weights|Multi-thread loading shards|Received sigquit from a child process"
     r"|Capturing batches|Initialization failed\. warmup error"
 )
+# The parallel layout does not divide the model: SGLang's ensure_divisibility
+# (sglang/srt/distributed/utils.py, `assert numerator % denominator == 0, "{} is not divisible
+# by {}"`) and the FP8 block checks ("... is not divisible by weight quantization block_n")
+# fail wherever the model is built, past argument processing, but what is wrong is
+# --tp/--ep/--dp for this checkpoint: an argument error. Read from the exception line (or
+# the assertion's source line, or the ensure_divisibility frame, when the quote is cut).
+_NOT_DIVISIBLE = re.compile(r"\bis not divisible by\b", re.I)
+_DIVISIBILITY_CHECK = re.compile(
+    r"^assert numerator % denominator == 0|^File \"[^\"]+\", line \d+, in ensure_divisibility$"
+)
 # Exception types that SGLang's argument checks raise (assert, raise ValueError, ...).
 _ARG_EXCEPTIONS = ("ValueError", "AssertionError", "TypeError", "ArgumentError", "ArgumentTypeError")
 
@@ -277,6 +289,12 @@ def classify(lines: Sequence[str], *, exited: bool, returncode: int | None) -> F
     broken = _first_match(_BROKEN_STACK, clean, _IGNORED_IMPORT)
     if broken is not None:
         return Failure(CRASHED, _short(broken), ["broken software stack"])
+    divisibility = next(
+        (e.line for e in reversed(excs) if e.name in _ARG_EXCEPTIONS and _NOT_DIVISIBLE.search(e.line)),
+        None,
+    ) or _first_match(_DIVISIBILITY_CHECK, clean, _NOTHING)
+    if divisibility is not None:
+        return Failure(INVALID_ARGS, _short(divisibility), ["the parallel sizes do not divide the model"])
     argparse_line = _first_match(_ARGPARSE, clean, _NOTHING)
     if argparse_line is not None:
         # argparse prints usage, then "error: ..." last: report the error line if present.

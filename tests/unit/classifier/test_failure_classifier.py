@@ -143,3 +143,28 @@ def test_a_model_architecture_this_sglang_lacks_is_a_crash_not_hardware_or_argum
         cls(["ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now."]) == "crashed"
     )
     assert cls(["ValueError: Unsupported architectures: LlavaQwenForCausalLM"]) == "crashed"
+
+
+def test_parallel_sizes_that_do_not_divide_the_model_are_an_argument_error_wherever_raised():
+    # ensure_divisibility fails while the TP worker builds the model: past argument
+    # processing by its frames, but the --tp size is what is wrong.
+    layers = (
+        "sglang/srt/managers/scheduler.py",
+        "sglang/srt/models/qwen2.py",
+        "sglang/srt/distributed/utils.py",
+    )
+    assert cls(tb(*layers, exc="AssertionError: 16 is not divisible by 6")) == "invalid-args"
+    block = (
+        "ValueError: Weight output_partition_size = 576 is not divisible by"
+        " weight quantization block_n = 128."
+    )
+    assert cls(tb("sglang/srt/layers/quantization/fp8.py", exc=block)) == "invalid-args"
+    # A quote cut after the assertion's source line, or in ensure_divisibility itself.
+    cut = [*tb(*layers, exc="x")[:-1], '    assert numerator % denominator == 0, "{} is not divisible by {}"']
+    assert cls(cut) == "invalid-args"
+    frame = [*tb("sglang/srt/models/qwen2.py", exc="x")[:-1]]
+    frame += [f'  File "{SITE}/sglang/srt/distributed/utils.py", line 20, in ensure_divisibility']
+    assert cls(frame) == "invalid-args"
+    # Other exceptions in the same frames stay crashes; memory and hardware still win.
+    assert cls(tb(*layers, exc="AssertionError: shape mismatch")) == "crashed"
+    assert cls(tb(*layers, exc="RuntimeError: 16 is not divisible by 6 CUDA out of memory")) == "oom"

@@ -13,7 +13,8 @@ holdout. Collection 4 (23 logs, issue 23's second round): split by the same rule
 before the classifier was changed, measured once (9/15 dev, 5/8 holdout); the rules were then
 changed on its dev side only. Collection 5 (17 logs, issue 23's third round): held out whole
 (not by the sha256 rule), committed before the classifier was changed again, measured once
-then (12/17).
+then (12/17) and once after the divisibility rule (12/17); that rule, read from dev threads
+119, 121 and 124, also turned collection 4's held-out log 120 into a hit (6/8).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ FLOORS = {
     (3, "dev"): 11,
     (3, "holdout"): 5,
     (4, "dev"): 9,
-    (4, "holdout"): 5,
+    (4, "holdout"): 6,
     (5, "holdout"): 12,
 }
 HELD_OUT_WHOLE = 5  # from collection 5 on, a collection is held out whole
