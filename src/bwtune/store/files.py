@@ -3,7 +3,6 @@ contract's one torn-last-line rule, by worker processes for a big file."""
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 from collections import deque
@@ -16,7 +15,7 @@ from typing import Any, BinaryIO
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_jsonl
-from bwtune.store.lines import dumps
+from bwtune.store.lines import canonical_text, load_line
 
 ResultsFormatError = contract.ResultsFormatError
 
@@ -87,14 +86,14 @@ def _check_raw_line(
         return None
     if raw.endswith(b"\n"):
         try:
-            obj = json.loads(raw)
+            obj, by_orjson = load_line(raw)
         except ValueError as exc:
             if not skip_bad_lines:
                 raise ResultsFormatError(f"{where}: not a JSON line ({exc})") from None
             notes.append(f"{where}: skipped a line that is not JSON ({exc})")
             return None
     else:  # the last line, without its newline: torn, unless it is a whole object
-        obj = contract.complete_json_object(raw)
+        obj, by_orjson = contract.complete_json_object(raw), False
         if obj is None:
             notes.append(
                 f"{where}: skipped a torn last line ({len(raw)} bytes, no newline: a write cut short)"
@@ -107,7 +106,7 @@ def _check_raw_line(
             raise
         notes.append(contract.skipped_line_warning(str(exc), obj))
         return None
-    return record, dumps(record)
+    return record, canonical_text(record, by_orjson)
 
 
 PARALLEL_IMPORT_BYTES = 64 * 1024 * 1024  # files this big are parsed by worker processes
@@ -170,7 +169,7 @@ def _iter_parallel(
                 if kind == "note":
                     notes.append(value)
                 else:
-                    yield json.loads(value), value
+                    yield load_line(value.encode())[0], value
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -9,10 +9,13 @@ all come from it here. Nothing else in the store names a line's columns one by o
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
 
@@ -30,6 +33,73 @@ def dumps(value: Any) -> str:
 
 def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+# ----------------------------------------------------------------- a results file's line, fast
+#
+# `bwtune import` of a big file spends most of its time parsing each line and encoding it
+# again as canonical JSON (the stored line, and its hash: a re-import compares it). orjson does
+# both several times faster; it is used only where its value and bytes are json's exactly:
+#   - parsing: orjson refuses what it cannot parse exactly as json.loads does (NaN, Infinity,
+#     1e400, lone surrogates, a byte order mark), and json.loads then parses (or refuses) the
+#     line as ever; it reads an integer beyond 64 bits as a float, so a line with a run of 19
+#     digits (every such integer has one) not after a "." (a float's fraction, which orjson
+#     reads exactly) is json.loads's from the start;
+#   - encoding: of a value orjson parsed (so no NaN, no infinity, no integer beyond 64 bits),
+#     orjson's sorted compact bytes are json.dumps(sort_keys=True, separators=(",", ":"))'s
+#     unless they hold a non-ASCII character (json.dumps writes \uXXXX), DEL (\u007f), a float
+#     below 1e-4 in fixed notation ("0.00001": json writes "1e-05") or a one-digit negative
+#     exponent ("1e-7": json writes "1e-07"); those lines are json.dumps's.
+# tests/unit/store/test_fast_canonical.py holds both to json's over such cases.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")  # a digit run, found by `in`
+_ORJSON_EXPONENT = re.compile(rb"[0-9]e-[0-9](?![0-9])")  # orjson's "1e-7", json's "1e-07"
+
+
+def _orjson_text_is_json(out: bytes) -> bool:
+    """Whether orjson's bytes of a value it parsed are json.dumps's (the cases above)."""
+    if not out.isascii() or b"\x7f" in out or b"0.0000" in out:
+        return False
+    return b"0e-0" not in out.translate(_DIGITS_AS_ZERO) or _ORJSON_EXPONENT.search(out) is None
+
+
+_NINETEEN_DIGITS = b"0" * 19
+
+
+def _may_hold_long_integer(raw: bytes) -> bool:
+    """Whether `raw` has a run of 19 or more digits that is not a fraction's (after a ".")."""
+    digits = raw.translate(_DIGITS_AS_ZERO)
+    start = digits.find(_NINETEEN_DIGITS)
+    while start != -1:
+        if start == 0 or digits[start - 1] != ord("."):
+            return True
+        end = start + len(_NINETEEN_DIGITS)
+        while end < len(digits) and digits[end] == ord("0"):
+            end += 1
+        start = digits.find(_NINETEEN_DIGITS, end)
+    return False
+
+
+def load_line(raw: bytes) -> tuple[Any, bool]:
+    """json.loads(raw)'s value (or its ValueError), and whether orjson parsed it: then
+    canonical_text may encode it with orjson."""
+    if not _may_hold_long_integer(raw):
+        try:
+            return orjson.loads(raw), True
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw), False
+
+
+def canonical_text(value: Any, parsed_by_orjson: bool) -> str:
+    """dumps(value), exactly; by orjson for a value load_line parsed with orjson (see above)."""
+    if parsed_by_orjson:
+        try:
+            out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # e.g. an integer beyond 64 bits set after the parse
+            return dumps(value)
+        if _orjson_text_is_json(out):
+            return out.decode("ascii")
+    return dumps(value)
 
 
 def now() -> str:
