@@ -1,8 +1,8 @@
 """Bisection between a good and a bad stack (issue 28): the decision engine alone.
 
-`plan` says what differs and each component's ordered versions; `search` walks one
+`component_ranges` says what differs and each component's ordered versions; `search` walks one
 component's list like `git bisect`; `verdict` calls a step good-like, bad-like or undecided
 with the regression statistics; `log` keeps every measurement so a killed bisection resumes;
-`engine` drives them over a measure function; `report` is what comes out. Building stacks,
+`bisection` drives them over a measure function; `findings` is what comes out. Building stacks,
 launching servers and the `bwtune bisect` command are not built yet (docs/bisect.md).
 """

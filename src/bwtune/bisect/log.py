@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from bwtune.bisect.plan import BisectError
+from bwtune.bisect.component_ranges import BisectError
 
 LOG_NAME = "bisect.jsonl"
 SCHEMA = 1

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bwtune.bisect.engine import Measured, Untestable
+from bwtune.bisect.bisection import Measured, Untestable
 from bwtune.bisect.log import stack_key
 
 GOOD = {

@@ -26,9 +26,9 @@ from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import regression
-from bwtune.bisect import report as rep
+from bwtune.bisect import findings as rep
+from bwtune.bisect.component_ranges import BisectError, BisectPlan, ComponentRange
 from bwtune.bisect.log import LAUNCHES, UNTESTABLE, BisectLog, stack_key
-from bwtune.bisect.plan import BisectError, BisectPlan, ComponentRange
 from bwtune.bisect.search import BAD, GOOD, SKIP, ComponentSearch
 from bwtune.bisect.verdict import BAD_LIKE, GOOD_LIKE, UNDECIDED, judge, reproduced
 

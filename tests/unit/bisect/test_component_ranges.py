@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bwtune import regression
-from bwtune.bisect.engine import Bisection, Settings
-from bwtune.bisect.plan import BisectError, Candidate, make_plan
+from bwtune.bisect.bisection import Bisection, Settings
+from bwtune.bisect.component_ranges import BisectError, Candidate, make_plan
 from tests.unit.bisect.simulated import COMMITS, FLASHINFER, GOOD, NIGHTLIES, World, commit_change, stack
 
 BAD = stack(torch=NIGHTLIES[-1], cuda="13.1", sglang_commit="c63", sglang="0.5.24", flashinfer="0.7.0")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bwtune.bisect.engine import Bisection
-from bwtune.bisect.plan import BisectError, make_plan
+from bwtune.bisect.bisection import Bisection
+from bwtune.bisect.component_ranges import BisectError, make_plan
 from tests.unit.bisect.simulated import COMMITS, GOOD, Kill, World, commit_change, stack
 
 BAD = stack(sglang_commit="c63", sglang="0.5.24")
