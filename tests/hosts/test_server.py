@@ -32,23 +32,46 @@ def hosts(
     return stack.serving_hosts(make_testhosts, tmp_path_factory.mktemp("serving"), request.param)
 
 
+# The check-mode run's own service: a unit, user and folders no other test module makes, so
+# it meets a host that has never had this service even when the booted hosts are shared
+# (serving_stack boots them once per session and release).
+CHECK_SERVICE = {
+    "server_unit_name": "bwtune-checkmode",
+    "server_user": "bwtune-checkmode",
+    "server_group": "bwtune-checkmode",
+    "server_config_dir": "/etc/bwtune/checkmode",
+    "server_state_dir": "/var/lib/bwtune-checkmode",
+    "server_cache_dir": "/var/cache/bwtune-checkmode",
+    "server_port": 30990,
+}
+CHECK_PATHS = [
+    "/etc/systemd/system/bwtune-checkmode.service",
+    "/etc/bwtune/checkmode",
+    "/var/lib/bwtune-checkmode",
+    "/var/cache/bwtune-checkmode",
+]
+
+
+def _what_exists(hosts: Any, name: str) -> list[str]:
+    """The check service's paths and user that exist on host `name`."""
+    found = [path for path in CHECK_PATHS if hosts.ssh(name, "test", "-e", path).returncode == 0]
+    if hosts.ssh(name, "id", "bwtune-checkmode").returncode == 0:
+        found.append("user bwtune-checkmode")
+    return found
+
+
 @pytest.fixture(scope="module")
 def converged(hosts: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     log = tmp_path_factory.mktemp("ansible-log") / "ansible.log"
-    unit = f"/etc/systemd/system/{stack.UNIT}"
-    fresh = {name: hosts.ssh(name, "test", "-e", unit).returncode != 0 for name in hosts.names}
-    check = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS}, "--check", log=log)
-    made_by_check = {
-        name: hosts.ssh(name, "test", "-e", unit).returncode == 0
-        or hosts.ssh(name, "id", "bwtune-sglang").returncode == 0
-        for name in hosts.names
-    }
+    before_check = {name: _what_exists(hosts, name) for name in hosts.names}
+    check = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS, **CHECK_SERVICE}, "--check", log=log)
+    made_by_check = {name: _what_exists(hosts, name) for name in hosts.names}
     first = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS}, "-vv", log=log)
     assert first.returncode == 0, first.stdout[-4000:]
     again = stack.serve(hosts, {"server_flags": stack.GOOD_FLAGS}, log=log)
     return {
         "check": check,
-        "fresh": fresh,
+        "before_check": before_check,
         "made_by_check": made_by_check,
         "first": first,
         "again": again,
@@ -59,12 +82,10 @@ def converged(hosts: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 def test_check_mode_on_a_fresh_host_reports_changes_and_makes_nothing(
     hosts: Any, converged: dict[str, Any]
 ) -> None:
-    fresh = [name for name, was_fresh in converged["fresh"].items() if was_fresh]
-    if not fresh:
-        pytest.skip("the hosts already had the unit (another test module installed it)")
+    assert converged["before_check"] == {name: [] for name in hosts.names}  # fresh for this service
     assert converged["check"].returncode == 0, converged["check"].stdout[-3000:]
-    assert all(stack.changed_counts(converged["check"].stdout)[name] > 0 for name in fresh)
-    assert not any(converged["made_by_check"][name] for name in fresh)  # no unit, no user
+    assert all(stack.changed_counts(converged["check"].stdout)[name] > 0 for name in hosts.names)
+    assert converged["made_by_check"] == {name: [] for name in hosts.names}  # no unit, user or folder
 
 
 def test_unit_runs_under_its_own_user_and_serves(hosts: Any, converged: dict[str, Any]) -> None:
