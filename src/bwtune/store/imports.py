@@ -307,12 +307,13 @@ class _BatchLoader:
                 ensure_host(conn, run_id, host, gpu, fingerprint)
                 was = known or (False, False)
                 self._hosts[(run_id, host)] = (was[0] or gpu is not None, was[1] or bool(fingerprint))
+            finite = lines.finite_line(text)  # its parts' rows may be encoded by orjson
             if config_id not in self._configs:
-                configs.append(lines.config_row(record))
+                configs.append(lines.config_row(record, finite=finite))
                 self._configs.add(config_id)
-            results.append(lines.result_row(record, digest, 1, text))
-            values += lines.values_rows(key, record)
-            failure = lines.failure_row(key, record)
+            results.append(lines.result_row(record, digest, 1, text, finite=finite))
+            values += lines.values_rows(key, record, finite=finite)
+            failure = lines.failure_row(key, record, finite=finite)
             if failure is not None:
                 failures.append(failure)
         conn.executemany(lines.INSERT_CONFIG, configs)

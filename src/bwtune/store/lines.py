@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -92,14 +92,32 @@ def load_line(raw: bytes) -> tuple[Any, bool]:
 
 def canonical_text(value: Any, parsed_by_orjson: bool) -> str:
     """dumps(value), exactly; by orjson for a value load_line parsed with orjson (see above)."""
-    if parsed_by_orjson:
-        try:
-            out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-        except TypeError:  # e.g. an integer beyond 64 bits set after the parse
-            return dumps(value)
-        if _orjson_text_is_json(out):
-            return out.decode("ascii")
-    return dumps(value)
+    return _exact(value, orjson.OPT_SORT_KEYS, dumps) if parsed_by_orjson else dumps(value)
+
+
+def finite_line(text: str) -> bool:
+    """Whether a line whose canonical text is `text` holds no NaN and no infinity (json writes
+    them NaN, Infinity): then the rows of its parts may be encoded by orjson (see above;
+    `finite=True` of result_row, config_row, failure_row and values_rows)."""
+    return "NaN" not in text and "Infinity" not in text
+
+
+def _exact(value: Any, option: int, slow: Callable[[Any], str]) -> str:
+    """slow(value) (json's canonical or compact text), by orjson where its bytes are the same:
+    for a value without NaN or infinity, which orjson would write null."""
+    try:
+        out = orjson.dumps(value, option=option)
+    except TypeError:  # e.g. an integer beyond 64 bits
+        return slow(value)
+    return out.decode("ascii") if _orjson_text_is_json(out) else slow(value)
+
+
+def _finite_dumps(value: Any) -> str:
+    return _exact(value, orjson.OPT_SORT_KEYS, dumps)
+
+
+def _finite_compact(value: Any) -> str:
+    return _exact(value, 0, _COMPACT.encode)
 
 
 def now() -> str:
@@ -133,8 +151,9 @@ INSERT_VALUES = _insert(
 CONFIG_SELECT = ", ".join(f"c.{f.column}" for f in CONFIG_FIELDS)
 
 
-def encode(field: results_fields.Field, record: Mapping[str, Any]) -> Any:
-    """The column value of one field of a line (its codec: results_fields.CODECS)."""
+def encode(field: results_fields.Field, record: Mapping[str, Any], dump: Callable[[Any], str] = dumps) -> Any:
+    """The column value of one field of a line (its codec: results_fields.CODECS); `dump`
+    writes a JSON field's canonical text (dumps, or _finite_dumps for a finite line)."""
     value = record.get(field.name)
     if field.codec == "bool":
         return int(bool(value))
@@ -142,10 +161,10 @@ def encode(field: results_fields.Field, record: Mapping[str, Any]) -> Any:
         return value or None
     if field.codec == "json":
         if field.required:
-            return dumps(value)
+            return dump(value)
         if value is None:
             value = field.default
-        return None if value is None else dumps(value)
+        return None if value is None else dump(value)
     return value
 
 
@@ -159,33 +178,45 @@ def decode(field: results_fields.Field, stored: Any) -> Any:
     return stored
 
 
-def result_row(record: Mapping[str, Any], digest: str, attempt: int, line_json: str) -> tuple[Any, ...]:
+# A row's values are the same text whether `finite` (finite_line: encoded by orjson where it is
+# exact) or not: tests/unit/store/test_fast_canonical.py.
+
+
+def result_row(
+    record: Mapping[str, Any], digest: str, attempt: int, line_json: str, *, finite: bool = False
+) -> tuple[Any, ...]:
     """INSERT_RESULT's values for a checked line (its canonical text and that text's hash)."""
-    return (*(encode(f, record) for f in RESULT_FIELDS), digest, attempt, line_json)
+    dump = _finite_dumps if finite else dumps
+    return (*(encode(f, record, dump) for f in RESULT_FIELDS), digest, attempt, line_json)
 
 
-def config_row(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (record[_CONFIG_ID.name], *(encode(f, record) for f in CONFIG_FIELDS))
+def config_row(record: Mapping[str, Any], *, finite: bool = False) -> tuple[Any, ...]:
+    dump = _finite_dumps if finite else dumps
+    return (record[_CONFIG_ID.name], *(encode(f, record, dump) for f in CONFIG_FIELDS))
 
 
-def failure_row(key: Key, record: Mapping[str, Any]) -> tuple[Any, ...] | None:
+def failure_row(key: Key, record: Mapping[str, Any], *, finite: bool = False) -> tuple[Any, ...] | None:
     """INSERT_FAILURE's values for a failed line, None for a line without a failure."""
     failure = record.get("failure")
     if not failure:
         return None
+    dump = _finite_dumps if finite else dumps
     return (*key, failure["class"], str(failure.get("message") or ""),
-            dumps([str(line) for line in failure.get("log_tail") or []]))  # fmt: skip
+            dump([str(line) for line in failure.get("log_tail") or []]))  # fmt: skip
 
 
-def values_rows(key: Key, record: Mapping[str, Any]) -> list[tuple[str, ...]]:
+def values_rows(key: Key, record: Mapping[str, Any], *, finite: bool = False) -> list[tuple[str, ...]]:
     """INSERT_VALUES' values: per workload, the values a query ranks by (the whole block is
     in the result's stored line)."""
-    return [(*key, workload, values_json(block)) for workload, block in record["metrics"].items()]
+    return [
+        (*key, workload, values_json(block, finite=finite)) for workload, block in record["metrics"].items()
+    ]
 
 
-def values_json(block: Mapping[str, Any]) -> str:
+def values_json(block: Mapping[str, Any], *, finite: bool = False) -> str:
     values = block.get("values") or {}
-    return _COMPACT.encode({m: v for m, v in values.items() if v is not None})
+    compact = _finite_compact if finite else _COMPACT.encode
+    return compact({m: v for m, v in values.items() if v is not None})
 
 
 # --------------------------------------------------------------------------- the line back

@@ -189,3 +189,54 @@ def test_an_import_stores_each_line_and_hash_as_json_canonical_text(tmp_path: Pa
     assert (again.added, again.updated, again.unchanged) == (0, 0, len(records))
     assert conn.execute("SELECT count(*) FROM results").fetchone()[0] == len(records)
     assert conn.execute("SELECT count(*) FROM superseded_results").fetchone()[0] == 0
+
+
+def _rows(record: dict[str, Any], finite: bool) -> tuple[Any, ...]:
+    key = (record["run_id"], record["host"], record["config_id"])
+    return (
+        lines.result_row(record, "d", 1, "t", finite=finite),
+        lines.config_row(record, finite=finite),
+        lines.failure_row(key, record, finite=finite),
+        lines.values_rows(key, record, finite=finite),
+    )
+
+
+def _odd_records() -> list[dict[str, Any]]:
+    """The sample's lines with values only json encodes exactly in their parts' columns."""
+    records = sample_results("r-rows")
+    odd = [{"tiny": 1e-05, "exp": 1.5e-7, "huge": 2**70, "text": "caf\u00e9\x7f"}, 1e-05, 2**70, "\u00e9"]
+    for n, record in enumerate(records):
+        record["timings"] = {"startup_s": odd[n % len(odd)]}
+        record["point"] = {**record["point"], "p": odd[(n + 1) % len(odd)]}
+        for block in record["metrics"].values():
+            block["values"]["odd"] = odd[(n + 2) % len(odd)]
+        if record.get("failure"):
+            record["failure"]["log_tail"] = ["caf\u00e9", "\x7f", "plain"]
+    return records
+
+
+def test_a_lines_rows_are_the_same_whichever_encoder_writes_them() -> None:
+    records = [*sample_results("r-rows"), *_odd_records()]
+    assert all(lines.finite_line(lines.dumps(r)) for r in records)
+    for record in records:
+        assert _rows(record, True) == _rows(record, False), record["config_id"]
+
+
+def test_a_line_with_nan_or_infinity_is_not_finite() -> None:
+    record = sample_results("r-rows")[0]
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        record["timings"] = {"startup_s": bad}
+        assert not lines.finite_line(lines.dumps(record))
+    assert lines.finite_line(lines.dumps({"v": 1.5, "s": "plain"}))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(value=_JSON)
+def test_any_finite_value_in_a_lines_parts_gives_the_same_rows(value: Any) -> None:
+    record = sample_results("r-rows")[0]
+    record["timings"] = {"v": value}
+    record["point"] = {**record["point"], "v": value}
+    for block in record["metrics"].values():
+        block["values"]["v"] = value
+    if lines.finite_line(lines.dumps(record)):
+        assert _rows(record, True) == _rows(record, False)
