@@ -6,7 +6,7 @@
 Reads config.json, hf_quant_config.json, model.safetensors.index.json and the JSON header
 of each safetensors shard (never the tensor data), so a 200 GB checkpoint is checked in
 well under a second. Layout: docs/facts.md. Where the checkpoint role fetched it, the
-source's manifest (checkpoint_fetch.MANIFEST) adds each file's size and sha256; a file is
+source's manifest (checkpoint_download.MANIFEST) adds each file's size and sha256; a file is
 hashed only when it changed since it was last verified.
 """
 
@@ -19,7 +19,7 @@ import re
 import struct
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_fetch
+from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_download
 
 SCHEMA = 1
 INDEX = "model.safetensors.index.json"
@@ -300,13 +300,13 @@ def gather(path: str, check_shards: bool = True) -> dict:
 
 
 def check_source_manifest(path: str) -> dict | None:
-    """What the checkpoint's source promised (checkpoint_fetch.MANIFEST): every file present, its
+    """What the checkpoint's source promised (checkpoint_download.MANIFEST): every file present, its
     size, and its sha256 where the source gives one (hashed only if changed since last verified)."""
-    manifest = checkpoint_fetch.read_manifest(path)
+    manifest = checkpoint_download.read_manifest(path)
     if manifest is None:
         return None
     verified = manifest.get("verified") or {}
-    problems, _stamps, hashed = checkpoint_fetch.check_files(path, manifest["files"], verified)
+    problems, _stamps, hashed = checkpoint_download.check_files(path, manifest["files"], verified)
     return {
         "source": manifest.get("source"),
         "commit": manifest.get("commit"),

@@ -60,7 +60,7 @@ def always(end: str) -> tuple[str, ...]:
     return tuple(f.name for f in FIELDS if end in f.always)
 
 
-# The keys of a finished sweep's `summary` (plugins/module_utils/sweep.py builds it).
+# The keys of a finished sweep's `summary` (plugins/module_utils/sweep_runner.py builds it).
 SUMMARY: tuple[tuple[str, str], ...] = (
     ("run_id", "The run."),
     ("strategy", "The strategy that chose the launches (grid, screen, adaptive, ...)."),

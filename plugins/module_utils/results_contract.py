@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The results contract: what a line of a node's results file means, owned once.
 
-The node writes results lines (plugins/module_utils/sweep.py) and the controller reads them
+The node writes results lines (plugins/module_utils/sweep_runner.py) and the controller reads them
 (bwtune import, the results database, reports). Both import every rule from here: the
 schema version, the statuses and which of them are failures, the line builder and
 validator, the JSONL reader with its one torn-last-line rule, the default objective and

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fields of a results line, declared once (issue 22).
 
-Each field of a line the node writes (plugins/module_utils/sweep.py) has one entry in
+Each field of a line the node writes (plugins/module_utils/sweep_runner.py) has one entry in
 FIELDS: its name, its kind (what the validator checks), whether a line must carry it, its
 default, where the controller's database stores it, its name in the `--json` view and one
 line of documentation. Everything else is derived from this table: the line builder and

@@ -267,7 +267,7 @@ def fingerprint(facts: dict) -> str:
 
 
 # The provision playbook's stack directories: bwtune_stack_root/<12 hex digits>/ holding this
-# manifest (stack_layout.py; not imported here: this module must stay importable alone).
+# manifest (stack_root.py; not imported here: this module must stay importable alone).
 STACK_MANIFEST = "bwtune-stack.json"
 
 

@@ -91,8 +91,8 @@ gate:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.server_config import API_KEY_ENV
-from ansible_collections.bwtune.sglang.plugins.module_utils.server_health import (
+from ansible_collections.bwtune.sglang.plugins.module_utils.server_argv import API_KEY_ENV
+from ansible_collections.bwtune.sglang.plugins.module_utils.unit_health import (
     read_env_value,
     wait_serving,
 )

@@ -230,8 +230,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, sweep_options
-from ansible_collections.bwtune.sglang.plugins.module_utils import sweep as sweep_runner
+from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, sweep_options, sweep_runner
 
 
 def main():

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, matrix, matrix_yaml, sweep
+from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, matrix, matrix_yaml, sweep_runner
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError, parse
 from bwtune.cli import main
 from bwtune.matrix_file import MatrixFileError, load, loads
@@ -108,14 +108,14 @@ def test_too_many_combinations_are_refused_before_expanding_unless_the_matrix_ra
 
 
 def test_the_node_reads_a_matrix_file_with_the_same_limits(tmp_path: Path) -> None:
-    with pytest.raises(sweep.BadInput, match="matrix: /dev/zero: not a regular file"):
-        sweep.SweepOptions(matrix="/dev/zero", results_path=str(tmp_path / "r.jsonl"))
+    with pytest.raises(sweep_runner.BadInput, match="matrix: /dev/zero: not a regular file"):
+        sweep_runner.SweepOptions(matrix="/dev/zero", results_path=str(tmp_path / "r.jsonl"))
     twice = tmp_path / "m.yml"
     twice.write_text("axes: {}\naxes: {}\n")
     with pytest.raises(
-        sweep.BadInput, match=r"m.yml:2: key 'axes' is given twice in one mapping \(lines 1 and 2\)"
+        sweep_runner.BadInput, match=r"m.yml:2: key 'axes' is given twice in one mapping \(lines 1 and 2\)"
     ):
-        sweep.SweepOptions(matrix=str(twice), results_path=str(tmp_path / "r.jsonl"))
+        sweep_runner.SweepOptions(matrix=str(twice), results_path=str(tmp_path / "r.jsonl"))
 
 
 # -- 13: ranges and finiteness ----------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, sweep
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, sweep_runner
 from bwtune.cli import main
 
 from .conftest import PROFILE, Node, read_lines
@@ -35,7 +35,7 @@ def _sweep(node: Node, run_id: str, weight_load_s: float, cases: list[str]) -> d
         "BWTUNE_STANDIN_STARTUP_SCALE": str(SCALE),
         "BWTUNE_STANDIN_STATE_DIR": node.env["BWTUNE_STANDIN_STATE_DIR"],
     }
-    opts = sweep.SweepOptions(
+    opts = sweep_runner.SweepOptions(
         matrix=node.matrix(cases),
         results_path=str(node.results_path(run_id)),
         run_id=run_id,
@@ -49,7 +49,7 @@ def _sweep(node: Node, run_id: str, weight_load_s: float, cases: list[str]) -> d
         release_timeout_s=10,
         node_lock=str(node.root / f"{run_id}.node.lock"),  # this process still holds the last one's
     )
-    sweep.run_sweep(opts, sweep.make_plan(opts))
+    sweep_runner.run_sweep(opts, sweep_runner.make_plan(opts))
     return {line["point"]["case"]: line for line in read_lines(node.results_path(run_id))}
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, sweep
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, sweep_runner
 
 from .conftest import PROFILE, Node, read_lines
 
@@ -44,7 +44,7 @@ def test_a_config_broken_only_in_large_batches_gets_wrong_output_and_cannot_win(
          "warmup": 0, "estimate_s": 1},
     ]  # fmt: skip
     matrix["objective"] = {"workload": "batch", "metric": "output_throughput", "goal": "max"}
-    opts = sweep.SweepOptions(
+    opts = sweep_runner.SweepOptions(
         matrix=matrix,
         results_path=str(node.results_path("under-load")),
         run_id="under-load",
@@ -60,7 +60,7 @@ def test_a_config_broken_only_in_large_batches_gets_wrong_output_and_cannot_win(
         stop_grace_s=5,
         release_timeout_s=10,
     )
-    sweep.run_sweep(opts, sweep.make_plan(opts))
+    sweep_runner.run_sweep(opts, sweep_runner.make_plan(opts))
     lines = {line["point"]["case"]: line for line in read_lines(node.results_path("under-load"))}
     broken = lines["batch-garbage"]
     # It answered the gate's prompts (5 at once, under the batch size that breaks it)...

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep
+from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep_runner
 
 from .conftest import Node, read_lines
 from .test_reliability_node import on_node, options, run  # noqa: F401  (on_node: a fixture)
@@ -63,7 +63,7 @@ def test_a_bind_error_before_a_long_shutdown_is_a_lost_port_started_again(
 def test_a_forced_repetition_keeps_the_earlier_launchs_log(on_node: Node) -> None:  # noqa: F811
     node = on_node
     opts = options(node, "reps", ["ok-base"])
-    first = sweep.Sweep(opts, sweep.make_plan(opts))
+    first = sweep_runner.Sweep(opts, sweep_runner.make_plan(opts))
     first.run()
     # A node runs one sweep per process: its locks go with the process; here, closed.
     os.close(first._lock)

@@ -28,7 +28,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import (
     config_launch,
     launcher,
     results_contract,
-    sweep,
+    sweep_runner,
     sweep_state,
 )
 
@@ -46,10 +46,10 @@ def on_node(node: Node, monkeypatch: pytest.MonkeyPatch) -> Node:
     return node
 
 
-def options(node: Node, run_id: str, cases: list[str], **params: Any) -> sweep.SweepOptions:
+def options(node: Node, run_id: str, cases: list[str], **params: Any) -> sweep_runner.SweepOptions:
     params.setdefault("launch_command", STANDIN)
     params.setdefault("strategy", "grid")  # every case launched (the module's default is adaptive)
-    return sweep.SweepOptions(
+    return sweep_runner.SweepOptions(
         matrix=node.matrix(cases),
         results_path=str(node.results_path(run_id)),
         run_id=run_id,
@@ -63,8 +63,8 @@ def options(node: Node, run_id: str, cases: list[str], **params: Any) -> sweep.S
     )
 
 
-def run(opts: sweep.SweepOptions) -> dict[str, Any]:
-    return sweep.run_sweep(opts, sweep.make_plan(opts))
+def run(opts: sweep_runner.SweepOptions) -> dict[str, Any]:
+    return sweep_runner.run_sweep(opts, sweep_runner.make_plan(opts))
 
 
 def port_taken(port: int) -> bool:
@@ -77,7 +77,7 @@ def port_taken(port: int) -> bool:
 KILLED_AFTER_START = textwrap.dedent(
     """
     import json, os, signal, sys
-    from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep
+    from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep_runner
 
     start = launcher.start_server
 
@@ -86,8 +86,8 @@ KILLED_AFTER_START = textwrap.dedent(
         os.kill(os.getpid(), signal.SIGKILL)
 
     launcher.start_server = start_then_die
-    opts = sweep.SweepOptions(**json.loads(sys.argv[1]))
-    sweep.run_sweep(opts, sweep.make_plan(opts))
+    opts = sweep_runner.SweepOptions(**json.loads(sys.argv[1]))
+    sweep_runner.run_sweep(opts, sweep_runner.make_plan(opts))
     """
 )
 
@@ -139,7 +139,7 @@ def test_a_full_disk_mid_launch_names_the_file_and_still_stops_the_server(
             os.symlink("/dev/full", f"{progress_file}.tmp.{os.getpid()}")
 
     monkeypatch.setattr(sweep_state.Progress, "phase", phase_then_fill_the_disk)
-    with pytest.raises(sweep.SweepFailed) as failed:
+    with pytest.raises(sweep_runner.SweepFailed) as failed:
         run(opts)
 
     message = str(failed.value)
@@ -160,7 +160,8 @@ def test_a_second_sweep_on_the_node_is_refused_naming_the_run_that_holds_it(on_n
         second = options(node, "second", ["ok-base"])
         assert second.node_lock_path == first.node_lock_path  # one lock per results root
         with pytest.raises(
-            sweep.SweepFailed, match=r"another sweep is running on this node: run first \(sweep pid 4242"
+            sweep_runner.SweepFailed,
+            match=r"another sweep is running on this node: run first \(sweep pid 4242",
         ):
             run(second)
     finally:
@@ -284,6 +285,6 @@ def test_a_results_path_in_the_root_or_relative_is_refused_before_anything_is_wr
     on_node: Node, results_path: str, why: str
 ) -> None:
     # sweep_results_dir: "" made /<run>/results.jsonl and /.bwtune-node.lock as root (issue 21 #13).
-    with pytest.raises(sweep.BadInput, match=r"^results_path: .*" + re.escape(why)):
-        sweep.SweepOptions(matrix=on_node.matrix(["ok-base"]), results_path=results_path, run_id="r1")
+    with pytest.raises(sweep_runner.BadInput, match=r"^results_path: .*" + re.escape(why)):
+        sweep_runner.SweepOptions(matrix=on_node.matrix(["ok-base"]), results_path=results_path, run_id="r1")
     assert not Path("/empty-dir-run").exists() and not Path("relative").exists()

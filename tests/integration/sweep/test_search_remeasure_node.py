@@ -22,9 +22,9 @@ STANDIN = [sys.executable, "-m", "bwtune.standin"]
 # until its process ends.
 RUN = """
 import json, sys
-from ansible_collections.bwtune.sglang.plugins.module_utils import sweep
-opts = sweep.SweepOptions(**json.loads(sys.argv[1]))
-outcome = sweep.run_sweep(opts, sweep.make_plan(opts))
+from ansible_collections.bwtune.sglang.plugins.module_utils import sweep_runner
+opts = sweep_runner.SweepOptions(**json.loads(sys.argv[1]))
+outcome = sweep_runner.run_sweep(opts, sweep_runner.make_plan(opts))
 print(json.dumps({"best": outcome["best"]["config_id"], "launches": outcome["summary"]["launches"]}))
 """
 

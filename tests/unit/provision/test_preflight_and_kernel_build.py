@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import kernel_build as kb
 from ansible_collections.bwtune.sglang.plugins.module_utils import preflight as pf
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_layout as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
 from ansible_collections.bwtune.sglang.plugins.modules import stack_preflight
 from tests.unit.provision import direct
 

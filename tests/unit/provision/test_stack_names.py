@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info, stack_layout
+from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info, stack_root
 from bwtune.commands.provision import describe
 
 INPUTS = {
@@ -21,8 +21,8 @@ INPUTS = {
 
 
 def _stack(root: Path, inputs: dict) -> str:
-    stack_layout.write_manifest(str(root), inputs, verified=True)
-    fp = stack_layout.fingerprint(inputs)
+    stack_root.write_manifest(str(root), inputs, verified=True)
+    fp = stack_root.fingerprint(inputs)
     (root / fp / "bin").mkdir(parents=True, exist_ok=True)
     os.symlink("/usr/bin/python3", root / fp / "bin" / "python")
     return fp
@@ -32,7 +32,7 @@ def test_facts_carry_the_provision_name_of_the_stack_beside_their_own_fingerprin
     root = tmp_path / "stacks"
     first = _stack(root, INPUTS)
     second = _stack(root, {**INPUTS, "options": {"enable_fp4": True, "enable_sm90a": True}})
-    stack_layout.switch_current(str(root), first)
+    stack_root.switch_current(str(root), first)
     # Through `current`, as bwtune_stack_python names it: the directory it points at.
     assert stack_info.build_fingerprint(str(root / "current" / "bin" / "python")) == first
     probe = {"torch": {"version": "2.13.0+cu130", "cuda": "13.0"}, "python": {"version": "3.13.5"}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.filter.torch_version_matches import FilterModule
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_layout as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
 from ansible_collections.bwtune.sglang.plugins.module_utils import torch_pin
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_fetch as cf
+from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_download as cf
 from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_info
 from tests.fixtures.hub.make_repo import SHARDS, make_repo
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.filter import sweep_summary
-from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, sweep, sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, sweep_runner, sweep_state
 from ansible_collections.bwtune.sglang.plugins.modules import sweep_progress
 from bwtune import progress
 from bwtune.ansible_run import RunnerEvent
@@ -112,7 +112,9 @@ def test_the_filter_and_the_live_view_read_a_finished_outcome(tmp_path, monkeypa
     state = progress.SweepState.for_hosts({"h1": False})
     res = {"finished": True, "progress": {}, "result": outcome}
     state.update(RunnerEvent("ok", "h1", progress.FOLLOW_TASK, "bwtune.sglang.sweep_progress", res, {}))
-    launched = [line for line in outcome["results"] if sweep.results_contract.is_launched(line["status"])]
+    launched = [
+        line for line in outcome["results"] if sweep_runner.results_contract.is_launched(line["status"])
+    ]
     assert state.hosts["h1"].done == len(launched) and state.hosts["h1"].failure is None
 
 

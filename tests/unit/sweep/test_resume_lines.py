@@ -21,8 +21,8 @@ import pytest
 from ansible_collections.bwtune.sglang.plugins.module_utils import (
     bench_client,
     results_contract,
-    sweep,
     sweep_core,
+    sweep_runner,
 )
 
 MATRIX: dict[str, Any] = {
@@ -46,11 +46,11 @@ MATRIX: dict[str, Any] = {
 SPEED = {"a": 100.0, "b": 300.0, "c": 200.0}
 
 
-def options(tmp_path: Path, matrix: dict[str, Any] | None = None, **params: Any) -> sweep.SweepOptions:
+def options(tmp_path: Path, matrix: dict[str, Any] | None = None, **params: Any) -> sweep_runner.SweepOptions:
     params.setdefault("run_id", "r1")
     params.setdefault("node", "node-a")
     params.setdefault("strategy", "grid")
-    return sweep.SweepOptions(
+    return sweep_runner.SweepOptions(
         matrix=copy.deepcopy(matrix or MATRIX),
         results_path=str(tmp_path / "node" / params["run_id"] / "results.jsonl"),
         node_lock=str(tmp_path / "node.lock"),
@@ -64,9 +64,9 @@ def fake_launches(
     """Launches answer at once with a value per case; SIGTERM-like stop after `stop_after`."""
     launched: list[str] = []
 
-    def launch(self: sweep.Sweep, config: dict[str, Any], progress: Any) -> dict[str, Any]:
+    def launch(self: sweep_runner.Sweep, config: dict[str, Any], progress: Any) -> dict[str, Any]:
         if stop_after is not None and len(launched) >= stop_after:
-            raise sweep.Cancelled()
+            raise sweep_runner.Cancelled()
         launched.append(config["id"])
         if hook is not None:
             hook(self, len(launched))
@@ -81,14 +81,14 @@ def fake_launches(
             }
         return self._line(config, "ok", metrics=metrics, started_at=sweep_core.now())
 
-    monkeypatch.setattr(sweep.Sweep, "launch", launch)
+    monkeypatch.setattr(sweep_runner.Sweep, "launch", launch)
     monkeypatch.setattr(signal, "signal", lambda *a: None)  # keep pytest's own SIGTERM handling
     return launched
 
 
-def run(opts: sweep.SweepOptions) -> dict[str, Any]:
+def run(opts: sweep_runner.SweepOptions) -> dict[str, Any]:
     """One node sweep; its locks go with it, as they go with a sweep's process."""
-    the_sweep = sweep.Sweep(opts, sweep.make_plan(opts))
+    the_sweep = sweep_runner.Sweep(opts, sweep_runner.make_plan(opts))
     try:
         return the_sweep.run()
     finally:
@@ -97,7 +97,7 @@ def run(opts: sweep.SweepOptions) -> dict[str, Any]:
                 os.close(fd)
 
 
-def file_lines(opts: sweep.SweepOptions) -> list[dict[str, Any]]:
+def file_lines(opts: sweep_runner.SweepOptions) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in Path(opts.results_path).read_text().splitlines() if raw.strip()]
 
 
@@ -138,7 +138,7 @@ def test_a_resume_with_other_workloads_is_refused_saying_what_changed(tmp_path, 
     changed = copy.deepcopy(MATRIX)
     changed["workloads"][0]["concurrency"] = 8
     fake_launches(monkeypatch)
-    with pytest.raises(sweep.SweepFailed) as err:
+    with pytest.raises(sweep_runner.SweepFailed) as err:
         run(options(tmp_path, changed))
     message = str(err.value)
     assert "workload 'single': concurrency 1 -> 8" in message
@@ -150,7 +150,7 @@ def test_a_resume_under_another_host_name_is_refused(tmp_path, monkeypatch) -> N
     fake_launches(monkeypatch, stop_after=1)
     run(options(tmp_path))
     launched = fake_launches(monkeypatch)
-    with pytest.raises(sweep.SweepFailed, match=r"as host 'node-a'.*calls it 'node-b'"):
+    with pytest.raises(sweep_runner.SweepFailed, match=r"as host 'node-a'.*calls it 'node-b'"):
         run(options(tmp_path, node="node-b"))
     assert launched == []
 
@@ -177,7 +177,7 @@ def test_a_line_that_is_not_a_result_is_measured_again_with_a_warning(tmp_path, 
 def test_a_results_file_removed_mid_run_is_written_again_and_a_resume_measures_nothing(
     tmp_path, monkeypatch
 ) -> None:
-    def remove_after_two(the_sweep: sweep.Sweep, n: int) -> None:
+    def remove_after_two(the_sweep: sweep_runner.Sweep, n: int) -> None:
         if n == 2:
             os.unlink(the_sweep.results.path)
 
@@ -200,7 +200,7 @@ def test_every_config_of_the_plan_is_a_line_or_named_as_not_launched(
 ) -> None:
     fake_launches(monkeypatch, stop_after=stop_after)
     opts = options(tmp_path, strategy="adaptive")
-    the_plan = sweep.make_plan(opts)
+    the_plan = sweep_runner.make_plan(opts)
     outcome = run(opts)
     key = "not_reached" if stop_after else "left_out"
     named = {entry["config"] for entry in outcome["summary"][key]}

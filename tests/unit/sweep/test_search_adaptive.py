@@ -29,7 +29,11 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.strategies import (
     run_order,
     screen_gate,
 )
-from ansible_collections.bwtune.sglang.plugins.module_utils.sweep import BadInput, SweepOptions, prior_scores
+from ansible_collections.bwtune.sglang.plugins.module_utils.sweep_runner import (
+    BadInput,
+    SweepOptions,
+    prior_scores,
+)
 from bwtune import results_db
 from bwtune.app import sweep_service
 

@@ -12,7 +12,7 @@ import jinja2
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.filter import startup_cache_layout
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep, sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep_runner, sweep_state
 
 REPO = Path(__file__).resolve().parents[3]
 SERVER_ENV = REPO / "roles" / "server" / "templates" / "environment.j2"
@@ -36,8 +36,10 @@ CACHE_VARS = {
 }
 
 
-def options(tmp_path: Path, **params: Any) -> sweep.SweepOptions:
-    return sweep.SweepOptions(matrix=MATRIX, results_path=str(tmp_path / "r1" / "results.jsonl"), **params)
+def options(tmp_path: Path, **params: Any) -> sweep_runner.SweepOptions:
+    return sweep_runner.SweepOptions(
+        matrix=MATRIX, results_path=str(tmp_path / "r1" / "results.jsonl"), **params
+    )
 
 
 def test_a_launch_env_carries_every_cache_variable_under_the_cache_dir(tmp_path: Path) -> None:
@@ -75,7 +77,7 @@ def test_a_home_relative_cache_dir_is_expanded_on_the_node(
 
 def test_the_sweep_starts_each_server_with_that_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opts = options(tmp_path, cache_dir=str(tmp_path / "cache"), env={"CUDA_CACHE_PATH": "/mine"})
-    the_plan = sweep.make_plan(opts)
+    the_plan = sweep_runner.make_plan(opts)
     seen: dict[str, str] = {}
 
     def start_server(argv: Any, **kwargs: Any) -> Any:
@@ -84,10 +86,10 @@ def test_the_sweep_starts_each_server_with_that_env(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(launcher, "start_server", start_server)
     Path(opts.results_path).parent.mkdir(parents=True)
-    runner = sweep.Sweep(opts, the_plan)
+    runner = sweep_runner.Sweep(opts, the_plan)
     config = runner.configs[the_plan["launches"][0]["config"]]
     progress = sweep_state.Progress(opts.results_path, opts.run_id, 1)
-    with pytest.raises(sweep.SweepFailed, match="cannot start the server"):
+    with pytest.raises(sweep_runner.SweepFailed, match="cannot start the server"):
         runner.launch(config, progress)
     assert seen["FLASHINFER_WORKSPACE_BASE"] == str(tmp_path / "cache")
     assert seen["CUDA_CACHE_PATH"] == "/mine"

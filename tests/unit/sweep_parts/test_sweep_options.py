@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, sweep_options
-from ansible_collections.bwtune.sglang.plugins.module_utils import sweep as sweep_runner
+from ansible_collections.bwtune.sglang.plugins.module_utils import (
+    results_contract,
+    sweep_options,
+    sweep_runner,
+)
 from ansible_collections.bwtune.sglang.plugins.modules import sweep as sweep_module
 
 REPO = Path(__file__).resolve().parents[3]
