@@ -1,4 +1,5 @@
-"""stack_layout: fingerprint of build inputs, atomic `current`, keep-N pruning, rollback."""
+"""stack_root (the layout behind the stack_layout module): fingerprint of build inputs, atomic
+`current`, keep-N pruning, rollback."""
 
 from __future__ import annotations
 

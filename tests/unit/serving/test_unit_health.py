@@ -1,4 +1,4 @@
-"""server_health.wait_serving with a scripted unit: healthy, exited, crash-looping, never ready."""
+"""unit_health.wait_serving with a scripted unit: healthy, exited, crash-looping, never ready."""
 
 from __future__ import annotations
 

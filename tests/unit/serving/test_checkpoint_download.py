@@ -1,4 +1,5 @@
-"""checkpoint_fetch's checks (sizes, hashes, stamps, free disk) and checkpoint_info reading its manifest."""
+"""checkpoint_download's checks (sizes, hashes, stamps, free disk) and checkpoint_info reading
+its manifest."""
 
 from __future__ import annotations
 
