@@ -1,13 +1,19 @@
-"""`bwtune demo`: a whole sweep on this machine against the SGLang stand-in (simulated GPUs)."""
+"""`bwtune demo`: a whole sweep on this machine against the SGLang stand-in (simulated GPUs).
+
+`--capacity` sweeps the small capacity run instead (bwtune.app.demo_capacity, issue 26):
+each config's highest request rate under the latency SLO, and the Pareto front.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from typing import Any
 
 from bwtune import ansible_run, collection, exit_codes, store
-from bwtune.app import sweep_service
+from bwtune.analysis.capacity import slo_text, value_text
+from bwtune.app import demo_capacity, sweep_service
 from bwtune.commands._sweep_output import print_outcome
 
 NAME = "demo"
@@ -29,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RUN_ID",
         help="continue this demo run with its own settings (start-up scale included): configs done are kept",
     )
+    parser.add_argument(
+        "--capacity",
+        action="store_true",
+        help="sweep the small capacity run instead: each config's highest request rate under "
+        "the latency SLO of examples/qwen35-397b-capacity.yml, and the Pareto front (a few minutes)",
+    )
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -41,18 +53,67 @@ def run(args: argparse.Namespace) -> int:
         print(f"bwtune: demo: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     outcome = sweep_service.run_sweep(request)
+    found = demo_capacity.summary(outcome.output) if outcome.output is not None else None
+    if found and found["capacity"] and args.json and outcome.output is not None:
+        # The same keys as `bwtune report --json`.
+        outcome.output = {**outcome.output, "capacity": found["capacity"], "pareto_fronts": found["fronts"]}
     print_outcome(outcome, as_json=args.json)
+    if found and found["capacity"] and not args.json:
+        for line in capacity_lines(found, outcome.output.get("best") if outcome.output else None):
+            print(line)
     return outcome.exit_code
+
+
+def capacity_lines(found: dict[str, Any], best: dict[str, Any] | None) -> list[str]:
+    """The capacity run's summary after the table: per capacity workload its SLO, each
+    config's capacity (highest first, the winner starred), then its fronts."""
+    sim = "  SIMULATED: bwtune stand-in, not a GPU" if found["simulated"] else ""
+    best_key = (best.get("host"), best.get("id")) if best else None
+    lines: list[str] = []
+    for workload in sorted({row["workload"] for row in found["capacity"]}):
+        rows = [row for row in found["capacity"] if row["workload"] == workload]
+        lines += ["", f"capacity under the SLO {slo_text(rows[0]['slo'])} (workload {workload}){sim}"]
+        for row in rows:
+            star = " *" if (row["host"], row["id"]) == best_key else ""
+            bracket = (
+                f"last passing {_rate(row['last_passing'])}, first failing {_rate(row['first_failing'])}"
+            )
+            note = f"; {row['reason']}" if row["reason"] else ""
+            lines.append(f"  {row['id']}{star}: {value_text(row)} ({bracket}, {row['rounds']} rounds{note})")
+        for front in (f for f in found["fronts"] if f["workload"] == workload):
+            limit = "" if front["slo"] is None else f", SLO {front['slo']:g} ms"
+            on = ", ".join(_front_point(p) for p in front["points"] if p["on_front"])
+            lines.append(
+                f"  Pareto front, {front['throughput_metric']} (tok/s) against {front['latency_metric']}"
+                f"{limit}: {on}"
+            )
+    return lines
+
+
+def _front_point(point: dict[str, Any]) -> str:
+    star = " *" if point["is_best"] else ""
+    return f"{point['id']}{star} ({point['throughput']:.0f} tok/s, {point['latency']:.1f} ms)"
+
+
+def _rate(value: Any) -> str:
+    return f"{value:.3g}/s" if isinstance(value, int | float) and not isinstance(value, bool) else "none"
 
 
 def _fresh(args: argparse.Namespace) -> sweep_service.SweepRequest:
     root = collection.collection_root()
     # The settings go with the run (run_settings): a resume starts servers at the same scale.
     scale = os.environ.get(SCALE_ENV) or DEMO_STARTUP_SCALE
+    if getattr(args, "capacity", False):
+        matrix, source = demo_capacity.capacity_matrix(root)
+    else:
+        matrix, source = (
+            sweep_service.load_matrix(root / demo_capacity.DEMO_MATRIX),
+            str(root / demo_capacity.DEMO_MATRIX),
+        )
     return sweep_service.SweepRequest(
         inventory=ansible_run.load_inventory(root / "inventory" / "local.yml"),
-        matrix=sweep_service.load_matrix(root / "examples" / "demo.yml"),
-        matrix_source=str(root / "examples" / "demo.yml"),
+        matrix=matrix,
+        matrix_source=source,
         run_id=ansible_run.new_run_id(),
         command=NAME,
         strategy=args.strategy or "grid",
@@ -63,6 +124,11 @@ def _fresh(args: argparse.Namespace) -> sweep_service.SweepRequest:
 
 
 def _resume(args: argparse.Namespace) -> sweep_service.SweepRequest:
+    if getattr(args, "capacity", False):
+        raise sweep_service.BadInput(
+            f"--capacity with --resume {args.resume}: a resumed demo run keeps its own matrix; "
+            "give one of them"
+        )
     saved = sweep_service.load_settings(args.resume, "--resume")
     if saved is None or saved.command != NAME:
         raise sweep_service.BadInput(
