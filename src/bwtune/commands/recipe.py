@@ -277,7 +277,7 @@ def _apply(args: argparse.Namespace) -> int:
         if build:
             _print_build(build, inputs)
     rollout = promote_service.Rollout(inventory, planned.hosts, promotion, args.check, options)
-    result = promote_service.roll_out(rollout, _apply_progress() if talk else None)
+    result = promote_service.roll_out(rollout, _apply_progress(args.check) if talk else None)
     if result.canceled:
         if args.check:
             return _fail("apply", "--check cancelled; nothing was written", exit_codes.CANCELED)
@@ -329,9 +329,9 @@ def _print_build(command: str, inputs: dict[str, Any]) -> None:
     print(f"  {command}")
 
 
-def _apply_progress() -> Any:
+def _apply_progress(check_mode: bool) -> Any:
     def show(host: str, stage: str, outcome: promote_service.HostOutcome) -> None:
-        if stage == promote_service.RESOLVED:
+        if stage == promote_service.RESOLVED and not check_mode:  # --check: in WOULD's lines
             print(f"{host}: {promote_service.describe_changes(outcome.changed_flags)}")
         elif stage == promote_service.WOULD:
             print(promote_service.describe_would(host, outcome))

@@ -141,11 +141,16 @@ def check_host(recipe: Mapping[str, Any], host: str, facts: Mapping[str, Any]) -
     if isinstance(checkpoint, Mapping) and wanted_path:
         have_path = checkpoint.get("path")
         if have_path and have_path != wanted_path:
+            # The server role serves the host's bwtune_model_path, as promote does.
             outcome.apply_would.append(
-                f"serve the checkpoint at {wanted_path} (this host's bwtune_model_path is {have_path})"
+                f"serve this host's checkpoint at {have_path} (bwtune_model_path; the recipe's run "
+                f"served {wanted_path})"
             )
         elif not checkpoint.get("complete"):
-            outcome.apply_would.append(f"fetch and verify the checkpoint at {wanted_path}")
+            outcome.apply_would.append(
+                f"serve the checkpoint at {wanted_path}, which is not complete here: fetch it first "
+                "(bwtune provision --serve, or the checkpoint role)"
+            )
     launch = recipe.get("launch") or {}
     config_id = (recipe.get("measured") or {}).get("config_id")
     outcome.apply_would.append(
