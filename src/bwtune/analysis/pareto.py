@@ -7,6 +7,10 @@ better on one. Failed and not-launched results (pruned, duplicate) never take pa
 wrong-output launch can be fast, but it is not a config anyone can serve. Equal points
 dominate neither each other: all of them are on the front, or none. Results are read
 through the store's `build_run_output`, the view `bwtune export --format json` prints.
+
+`speed_fronts` is the other trade: per-user speed (output tok/s per request) against
+output tok/s per GPU (the GPUs one server of the config uses, from its flags), both
+maximised, by the same rules.
 """
 
 from __future__ import annotations
@@ -143,3 +147,84 @@ def fronts(output: dict[str, Any], *, throughput: str = THROUGHPUT) -> list[dict
 def run_fronts(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
     """The fronts of a stored run (every result, whatever its size)."""
     return fronts(store.build_run_output(conn, run_id))
+
+
+# Per-user speed against throughput per GPU (issue 26): what a serving operator trades, how
+# fast each user's tokens come against how much one GPU serves. Both are maximised.
+PER_USER = "output_tok_s_per_request"  # a request's decode rate (tok/s per user)
+PER_GPU = "output_tok_s_per_gpu"  # output_throughput / the GPUs the config's server uses
+
+
+def gpus_of(flags: dict[str, Any] | None) -> int:
+    """The GPUs one server of these launch flags uses: tp-size x pp-size, x dp-size unless
+    enable-dp-attention (then the data-parallel ranks share the tp GPUs). SGLang's default
+    for each is 1; a value that is not a positive whole number counts as 1."""
+    flags = {str(k).lstrip("-"): v for k, v in (flags or {}).items()}
+
+    def size(key: str) -> int:
+        value = flags.get(key)
+        if isinstance(value, bool):
+            return 1
+        try:
+            number = int(str(value))
+        except ValueError:
+            return 1
+        return number if number > 0 else 1
+
+    dp = 1 if flags.get("enable-dp-attention") in (True, "true", "True", 1) else size("dp-size")
+    return size("tp-size") * size("pp-size") * dp
+
+
+def per_user_speed(values: dict[str, Any]) -> float | None:
+    """`output_tok_s_per_request`, else 1000 / the mean (or median) TPOT, as the report's
+    decode-rate chart reads it."""
+    rate = _number(values.get(PER_USER))
+    if rate is not None:
+        return rate
+    tpot = _number(values.get("mean_tpot_ms")) or _number(values.get("median_tpot_ms"))
+    return 1000.0 / tpot if tpot else None
+
+
+def speed_fronts(output: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per workload, per-user speed against output tok/s per GPU across the ok configs: a
+    point is on the front when no other point of its workload is at least as fast per user
+    and serves at least as much per GPU, better on one. Each: workload, per_user_metric,
+    per_gpu_metric, simulated, points (id, host, per_user, per_gpu, throughput: the
+    server's output tok/s, gpus, on_front, is_best; highest per_gpu first). Failed and
+    not-launched results take no part, as in `fronts`."""
+    best = output.get("best")
+    best_key = (str(best["host"]), str(best["id"])) if best else None
+    simulated = bool(output["summary"]["simulated"])
+    by_workload: dict[str, list[tuple[Point, float, int]]] = {}  # (point, total tok/s, GPUs)
+    for result in output["results"]:
+        if result.get("status") != "ok":
+            continue
+        gpus = gpus_of(result.get("flags"))
+        for workload, block in sorted((result.get("metrics") or {}).items()):
+            values = (block or {}).get("values") or {}
+            user, tput = per_user_speed(values), _number(values.get(THROUGHPUT))
+            if user is None or tput is None:
+                continue
+            key = (str(result["host"]), str(result["id"]))
+            # mark_front maximises throughput and minimises latency: per user, negated, is the latter.
+            point = Point(workload, key[1], key[0], tput / gpus, -user, is_best=key == best_key)
+            by_workload.setdefault(workload, []).append((point, tput, gpus))
+    found = []
+    for workload, entries in sorted(by_workload.items()):
+        server = {(p.host, p.id): (tput, gpus) for p, tput, gpus in entries}
+        points = [
+            {"id": p.id, "host": p.host, "per_user": -p.latency, "per_gpu": p.throughput,
+             "throughput": server[p.host, p.id][0], "gpus": server[p.host, p.id][1],
+             "on_front": p.on_front, "is_best": p.is_best}
+            for p in mark_front(p for p, _, _ in entries)
+        ]  # fmt: skip
+        found.append(
+            {
+                "workload": workload,
+                "per_user_metric": PER_USER,
+                "per_gpu_metric": PER_GPU,
+                "simulated": simulated,
+                "points": points,
+            }
+        )
+    return found

@@ -80,11 +80,13 @@ def capacity_matrix(root: Path) -> tuple[dict[str, Any], str]:
 
 def summary(output: dict[str, Any]) -> dict[str, Any]:
     """What the demo prints after its table: each capacity workload's configs (highest
-    first, analysis.capacity) and the objective workload's fronts (analysis.pareto), as
-    plain data: {simulated, capacity: [rows], fronts: [front]} (fronts of the capacity
-    workloads only)."""
+    first, analysis.capacity) and their Pareto fronts (analysis.pareto), as
+    plain data: {simulated, capacity: [rows], fronts: [front], speed_fronts: [front]} (the
+    capacity workloads' only: throughput against each latency percentile, and per-user
+    speed against throughput per GPU)."""
     simulated = bool((output.get("summary") or {}).get("simulated"))
     rows = capacity_view.capacity_rows(output.get("results") or [], simulated=simulated)
     workloads = {row["workload"] for row in rows}
     fronts = [f for f in pareto.fronts(output) if f["workload"] in workloads]
-    return {"simulated": simulated, "capacity": rows, "fronts": fronts}
+    speed = [f for f in pareto.speed_fronts(output) if f["workload"] in workloads]
+    return {"simulated": simulated, "capacity": rows, "fronts": fronts, "speed_fronts": speed}

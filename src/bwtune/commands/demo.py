@@ -55,8 +55,13 @@ def run(args: argparse.Namespace) -> int:
     outcome = sweep_service.run_sweep(request)
     found = demo_capacity.summary(outcome.output) if outcome.output is not None else None
     if found and found["capacity"] and args.json and outcome.output is not None:
-        # The same keys as `bwtune report --json`.
-        outcome.output = {**outcome.output, "capacity": found["capacity"], "pareto_fronts": found["fronts"]}
+        # As `bwtune report --json` (capacity, pareto_fronts), and the per-GPU fronts.
+        outcome.output = {
+            **outcome.output,
+            "capacity": found["capacity"],
+            "pareto_fronts": found["fronts"],
+            "speed_fronts": found["speed_fronts"],
+        }
     print_outcome(outcome, as_json=args.json)
     if found and found["capacity"] and not args.json:
         for line in capacity_lines(found, outcome.output.get("best") if outcome.output else None):
@@ -87,7 +92,15 @@ def capacity_lines(found: dict[str, Any], best: dict[str, Any] | None) -> list[s
                 f"  Pareto front, {front['throughput_metric']} (tok/s) against {front['latency_metric']}"
                 f"{limit}: {on}"
             )
+        for front in (f for f in found.get("speed_fronts") or [] if f["workload"] == workload):
+            on = ", ".join(_speed_point(p) for p in front["points"] if p["on_front"])
+            lines.append(f"  Pareto front, tok/s per user against tok/s per GPU: {on}")
     return lines
+
+
+def _speed_point(point: dict[str, Any]) -> str:
+    star = " *" if point["is_best"] else ""
+    return f"{point['id']}{star} ({point['per_user']:.1f} tok/s per user, {point['per_gpu']:.1f} per GPU)"
 
 
 def _front_point(point: dict[str, Any]) -> str:

@@ -284,8 +284,11 @@ def _pareto(data: ReportData) -> str:
     if not data.pareto:
         return '<p class="sub">No ok config reports throughput and decode rate.</p>'
     return svg.pareto_chart(data.pareto, simulated=data.simulated) + (
-        '<p class="sub">Each point is one ok config on one workload. Outlined points are on that '
-        "workload's Pareto frontier: no other config is both faster per request and higher in throughput.</p>"
+        '<p class="sub">Each point is one ok config on one workload: per-user speed (output tok/s per '
+        "request) across, output tok/s per GPU up (the server's output throughput over the GPUs it uses: "
+        "tp-size x pp-size, x dp-size without DP attention). Outlined points are on that workload's Pareto "
+        "frontier: no other config is both at least as fast per user and at least as high per GPU, better "
+        "on one. Failed and not-launched configs are never points.</p>"
     )
 
 
@@ -474,7 +477,7 @@ def render_html(data: ReportData) -> str:
             if data.capacity
             else []
         ),
-        _section(data, "pareto", "Throughput vs per-request decode rate", _pareto(data)),
+        _section(data, "pareto", "Per-user speed vs throughput per GPU (Pareto front)", _pareto(data)),
         *(
             [
                 _section(

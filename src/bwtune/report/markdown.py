@@ -137,14 +137,16 @@ def render_markdown(data: ReportData) -> str:
             "",
         ]
 
-    out += [f"## Throughput vs per-request decode rate{sim}", ""]
+    out += [f"## Per-user speed vs throughput per GPU (Pareto front){sim}", ""]
     if data.pareto:
-        out.append("| workload | config | host | decode tok/s per request | output tok/s | Pareto |")
-        out.append("|---|---|---|---:|---:|---|")
-        for p in sorted(data.pareto, key=lambda p: (p.workload, -p.throughput)):
+        out.append(
+            "| workload | config | host | tok/s per user | tok/s per GPU | GPUs | output tok/s | Pareto |"
+        )
+        out.append("|---|---|---|---:|---:|---:|---:|---|")
+        for p in sorted(data.pareto, key=lambda p: (p.workload, -p.per_gpu)):
             out.append(
-                f"| {p.workload} | `{p.id}` | {_cell(p.host)} | {_fmt(p.decode_rate)} | {_fmt(p.throughput)} "
-                f"| {'frontier' if p.on_frontier else ''} |"
+                f"| {p.workload} | `{p.id}` | {_cell(p.host)} | {_fmt(p.decode_rate)} | {_fmt(p.per_gpu)} "
+                f"| {p.gpus} | {_fmt(p.throughput)} | {'frontier' if p.on_frontier else ''} |"
             )
     else:
         out.append("No ok config reports throughput and decode rate.")

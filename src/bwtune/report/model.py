@@ -62,13 +62,22 @@ class Row:
 
 @dataclass(frozen=True)
 class ParetoPoint:
+    """One ok config on one workload of the per-user speed / throughput per GPU chart
+    (analysis.pareto.speed_fronts): on_frontier when no other point of its workload is at
+    least as fast per user and serves at least as much per GPU, better on one."""
+
     workload: str
     id: str
     host: str
     label: str
-    decode_rate: float
-    throughput: float
+    decode_rate: float  # per-user speed: output tok/s per request
+    throughput: float  # output tok/s of the whole server
     on_frontier: bool
+    gpus: int = 1  # the GPUs one server of the config uses (analysis.pareto.gpus_of)
+
+    @property
+    def per_gpu(self) -> float:  # output tok/s per GPU: what the chart draws
+        return self.throughput / self.gpus
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,8 @@ class ReportData:
     capacity: list[dict[str, Any]] = field(default_factory=list)
     # Throughput against a latency percentile, per workload (analysis.pareto.fronts).
     latency_fronts: list[dict[str, Any]] = field(default_factory=list)
+    # Per-user speed against output tok/s per GPU, per workload (analysis.pareto.speed_fronts).
+    speed_fronts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def left_out_text(self) -> str:
@@ -162,6 +173,7 @@ def load_report(conn: sqlite3.Connection, run_id: str, *, full_max: int | None =
             failures.setdefault(row.status, []).append(row)
         elif not contract.is_launched(row.status):
             not_launched.setdefault(row.status, []).append(row)
+    speed_fronts = latency_pareto.speed_fronts(output)
     data = ReportData(
         run_id=run_id,
         created_at=summary["created_at"],
@@ -171,7 +183,7 @@ def load_report(conn: sqlite3.Connection, run_id: str, *, full_max: int | None =
         simulated=summary["simulated"],
         rows=rows,
         best=best,
-        pareto=_pareto(rows),
+        pareto=_pareto(rows, speed_fronts),
         failures=dict(sorted(failures.items())),
         hosts=store.run_hosts(conn, run_id),
         workloads=summary["workloads"],
@@ -181,6 +193,7 @@ def load_report(conn: sqlite3.Connection, run_id: str, *, full_max: int | None =
         left_out=int(summary.get("left_out") or 0),
         capacity=capacity_view.capacity_rows(output["results"], simulated=summary["simulated"]),
         latency_fronts=latency_pareto.fronts(output),
+        speed_fronts=speed_fronts,
     )
     if best is None:
         return data
@@ -381,20 +394,17 @@ def decode_rate(values: dict[str, Any]) -> float | None:
     return 1000.0 / float(tpot) if tpot else None
 
 
-def _pareto(rows: list[Row]) -> list[ParetoPoint]:
-    raw: list[tuple[str, Row, float, float]] = []
+def _pareto(rows: list[Row], speed_fronts: list[dict[str, Any]]) -> list[ParetoPoint]:
+    """The chart's points: the report's ok rows on each workload's speed front (computed
+    over every ok result of the run), in the rows' order."""
+    by_key = {(front["workload"], p["host"], p["id"]): p for front in speed_fronts for p in front["points"]}
+    points = []
     for row in rows:
         if row.status != "ok":
             continue
-        for workload, block in sorted(row.result["metrics"].items()):
-            values = block.get("values") or {}
-            rate, tput = decode_rate(values), values.get(THROUGHPUT)
-            if rate is not None and tput is not None:
-                raw.append((workload, row, rate, float(tput)))
-    points = []
-    for workload, row, rate, tput in raw:
-        dominated = any(
-            w == workload and r2 >= rate and t2 >= tput and (r2 > rate or t2 > tput) for w, _, r2, t2 in raw
-        )
-        points.append(ParetoPoint(workload, row.id, row.host, row.label, rate, tput, not dominated))
+        for workload in sorted(row.result["metrics"]):
+            p = by_key.get((workload, row.host, row.id))
+            if p is not None:
+                points.append(ParetoPoint(workload, row.id, row.host, row.label, p["per_user"],
+                                          p["throughput"], p["on_front"], p["gpus"]))  # fmt: skip
     return points

@@ -137,12 +137,13 @@ def bar_chart(bars: Sequence[Bar], *, title: str, unit: str, simulated: bool) ->
 
 
 def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
-    """Throughput against per-request decode rate, one colour per workload, frontiers joined."""
+    """Output tok/s per GPU against per-user speed (a request's decode rate), one colour
+    per workload, each workload's Pareto front (analysis.pareto.speed_fronts) joined."""
     width, height = 1100, 520
     left, right, top, bottom = 80, 220, 34, 56
     plot_w, plot_h = width - left - right, height - top - bottom
     xs = [p.decode_rate for p in points] or [0.0, 1.0]
-    ys = [p.throughput for p in points] or [0.0, 1.0]
+    ys = [p.per_gpu for p in points] or [0.0, 1.0]
     x_ticks = nice_ticks(min(xs) * 0.9, max(xs) * 1.05)
     y_ticks = nice_ticks(0.0, max(ys) * 1.05)
 
@@ -154,11 +155,11 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart pareto-chart" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="Throughput vs per-request decode rate">',
+        f'role="img" aria-label="Throughput per GPU vs per-user speed">',
         _text(
             0,
             18,
-            "Output throughput vs per-request decode rate (up and right is better)",
+            "Output tok/s per GPU vs per-user speed (up and right is better)",
             size=14,
             weight="bold",
         ),
@@ -175,11 +176,11 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
     parts.append(
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="{AXIS_COLOR}"/>'
     )
-    parts.append(_text(left + plot_w / 2, height - 12, "per-request decode rate (output tok/s per request)",
+    parts.append(_text(left + plot_w / 2, height - 12, "per-user speed (output tok/s per request)",
                        anchor="middle", size=12, fill=AXIS_COLOR))  # fmt: skip
     parts.append(
         f'<text x="18" y="{top + plot_h / 2:.1f}" transform="rotate(-90 18 {top + plot_h / 2:.1f})" '
-        f'text-anchor="middle" font-size="12" fill="{AXIS_COLOR}">output throughput (tok/s)</text>'
+        f'text-anchor="middle" font-size="12" fill="{AXIS_COLOR}">output tok/s per GPU</text>'
     )
     workloads = sorted({p.workload for p in points})
     lines_drawn = 0
@@ -188,18 +189,19 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
         mine = [p for p in points if p.workload == workload]
         frontier = sorted((p for p in mine if p.on_frontier), key=lambda p: p.decode_rate)
         if len(frontier) > 1:
-            path = " ".join(f"{sx(p.decode_rate):.1f},{sy(p.throughput):.1f}" for p in frontier)
+            path = " ".join(f"{sx(p.decode_rate):.1f},{sy(p.per_gpu):.1f}" for p in frontier)
             parts.append(
                 f'<polyline class="frontier" points="{path}" fill="none" stroke="{color}" '
                 f'stroke-width="2" stroke-dasharray="6 4"/>'
             )
             lines_drawn += 1
         for p in mine:
-            tip = (f"{p.id} @ {p.host} [{p.workload}] {p.label}\nthroughput {_fmt(p.throughput)} tok/s, "
-                   f"decode {_fmt(p.decode_rate)} tok/s/request")  # fmt: skip
+            tip = (f"{p.id} @ {p.host} [{p.workload}] {p.label}\n{_fmt(p.per_gpu)} tok/s per GPU "
+                   f"({_fmt(p.throughput)} tok/s on {p.gpus} GPUs), "
+                   f"{_fmt(p.decode_rate)} tok/s per user")  # fmt: skip
             radius, stroke = (7, "#111827") if p.on_frontier else (5, "white")
             parts.append(
-                f'<circle class="point" cx="{sx(p.decode_rate):.1f}" cy="{sy(p.throughput):.1f}" '
+                f'<circle class="point" cx="{sx(p.decode_rate):.1f}" cy="{sy(p.per_gpu):.1f}" '
                 f'r="{radius}" '
                 f'fill="{color}" stroke="{stroke}" stroke-width="1.5"><title>{escape(tip)}</title></circle>'
             )

@@ -71,20 +71,28 @@ def test_each_configs_search_starts_near_its_true_capacity_and_its_rounds_are_sh
 
 
 def _result(
-    cid: str, value: float, tput: float, tpot: float, *, status: str = "ok", **cap: Any
+    cid: str,
+    value: float,
+    tput: float,
+    tpot: float,
+    *,
+    status: str = "ok",
+    per_user: float = 30.0,
+    **cap: Any,
 ) -> dict[str, Any]:
     capacity = {"value": value, "unit": "requests/s", "slo": {"p99_ttft_ms": 2000, "p99_tpot_ms": 50},
                 "rounds": [{"load": 12.0}] * 5, "last_passing": value or None,
                 "first_failing": value * 1.1 if value else 0.75, "lower_bound": False, **cap}  # fmt: skip
-    values = {"capacity": value, "output_throughput": tput, "p99_tpot_ms": tpot, "p99_ttft_ms": 800.0}
-    return {"id": cid, "host": "localhost", "status": status, "point": {},
+    values = {"capacity": value, "output_throughput": tput, "p99_tpot_ms": tpot, "p99_ttft_ms": 800.0,
+              "output_tok_s_per_request": per_user}  # fmt: skip
+    return {"id": cid, "host": "localhost", "status": status, "point": {}, "flags": {"tp-size": 8},
             "metrics": {"capacity": {"values": values, "capacity": capacity}}}  # fmt: skip
 
 
 def _output(simulated: bool) -> dict[str, Any]:
     results = [
-        _result("c-slow", 8.1, 250.0, 30.0),
-        _result("c-mtp", 21.8, 690.0, 40.0),
+        _result("c-slow", 8.1, 250.0, 30.0, per_user=60.0),
+        _result("c-mtp", 21.8, 690.0, 40.0, per_user=50.0),
         _result("c-none", 13.0, 410.0, 20.0),
         _result(
             "c-never", 0.0, 100.0, 60.0, reason="the SLO failed at every rate tried, down to 0.75 requests/s"
@@ -116,6 +124,12 @@ def test_the_summary_shows_each_configs_capacity_highest_first_and_the_front() -
     assert "SLO 50 ms" in tpot_front
     assert "c-mtp * (690 tok/s, 40.0 ms)" in tpot_front and "c-none (410 tok/s, 20.0 ms)" in tpot_front
     assert "c-slow" not in tpot_front and "c-never" not in tpot_front
+    # Per user against per GPU (8 GPUs each, tp-size 8): c-mtp (most per GPU) and c-slow (the
+    # fastest per user: 60 tok/s) are on it; c-none and c-never are beaten by c-mtp on both.
+    (speed_front,) = [line for line in lines if "tok/s per user against tok/s per GPU" in line]
+    assert "c-mtp * (50.0 tok/s per user, 86.2 per GPU)" in speed_front
+    assert "c-slow (60.0 tok/s per user, 31.2 per GPU)" in speed_front
+    assert "c-none" not in speed_front and "c-never" not in speed_front
 
 
 def test_a_real_runs_summary_is_not_labelled_simulated() -> None:
