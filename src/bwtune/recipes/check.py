@@ -126,7 +126,10 @@ def check_host(recipe: Mapping[str, Any], host: str, facts: Mapping[str, Any]) -
     rebuild = [d for d in outcome.differ if d["name"] in REBUILT]
     if rebuild:
         inputs = ", ".join(f"{d['words']} {d['recipe']} (here {d['host'] or 'none'})" for d in rebuild)
-        outcome.apply_would.append(f"build and switch to a stack with {inputs}")
+        outcome.apply_would.append(
+            f"need a stack with {inputs}, built first by bwtune provision with the recipe's pinned "
+            "inputs (recipe apply prints the command; it leaves this host out until then)"
+        )
     for d in outcome.differ:
         if d["name"] in NOT_CHANGED:
             outcome.apply_would.append(
