@@ -254,8 +254,8 @@ def family(
         noisy = rng.choice(axes[axis])
         # the noisy value is among the fastest on its axis: lift it to 0-3% above the best other
         others = [main[(axis, repr(v))] for v in axes[axis] if v != noisy]
-        target = max(others) * (1.0 + rng.uniform(-0.02, 0.03))
-        scale = target / main[(axis, repr(noisy))]
+        lifted = max(others) * (1.0 + rng.uniform(-0.02, 0.03))
+        scale = lifted / main[(axis, repr(noisy))]
         spread = rng.uniform(0.08, 0.10)
         for c in ids:
             if points[c][axis] == noisy:

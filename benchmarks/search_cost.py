@@ -72,7 +72,7 @@ REPETITION_CV = 0.005  # spread between repetitions inside one launch
 STRATEGIES = ("grid", "one-axis", "coordinate", "screen", "adaptive")
 # --ablations: adaptive with one of its ideas taken out or turned (screening, bound width z,
 # the launch budget, finals).
-ABLATIONS: dict[str, tuple[bool, dict[str, float]]] = {
+ABLATIONS: dict[str, tuple[bool, dict[str, Any]]] = {
     "adaptive, no screening": (False, {}),
     "adaptive, z=0 (model's best + 3%)": (True, {"z": 0.0}),
     "adaptive, z=2": (True, {"z": 2.0}),
@@ -84,7 +84,7 @@ ABLATIONS: dict[str, tuple[bool, dict[str, float]]] = {
 # --prior: a second run of each landscape, drifted (landscapes.drifted), with the first
 # (adaptive) run's results as the prior; adaptive with the prior, and with each of its ideas
 # taken out or turned.
-PRIOR_VARIANTS: dict[str, dict[str, float]] = {
+PRIOR_VARIANTS: dict[str, dict[str, Any]] = {
     "adaptive + prior (skip values 50% behind)": {},
     "adaptive + prior, start from its best only (no value skipped)": {"prior_margin": 1e9},
     "adaptive + prior, skip values 100% behind": {"prior_margin": 1.0},
@@ -486,11 +486,18 @@ def jit_cold_launches(plan: dict[str, Any]) -> tuple[int, int]:
 FAMILY_STRATEGIES = ("grid", "coordinate", "screen", "adaptive")
 
 
+GENERATOR = "generator's kinds"
+
+
 def families(
-    seeds: str, strategies_run: tuple[str, ...] = FAMILY_STRATEGIES, count: int | None = None
+    seeds: str,
+    strategies_run: tuple[str, ...] = FAMILY_STRATEGIES,
+    count: int | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> list[dict[str, Any]]:
     """Every strategy on every stress family (landscapes.FAMILIES) and on the generator's own
-    kinds, on the tuning or the held-out seeds: one row per (family, strategy)."""
+    kinds, on the tuning or the held-out seeds: one row per (family, strategy). ``only``
+    limits the families (GENERATOR for the generator's kinds)."""
     profile = load_profile()
     matrix, plan = mission_plan()
     axes = matrix["axes"]
@@ -500,11 +507,14 @@ def families(
         picked = picked[:count]
     worlds: dict[str, list[landscapes.Landscape]] = {}
     for kind in landscapes.FAMILIES:
+        if only is not None and kind not in only:
+            continue
         worlds[kind] = [landscapes.family(profile, plan, axes, kind, seed) for seed in picked]
     # The generator's own kinds, on seeds it was never tuned on (20000+ held out, 30000+ tuning).
     offset = 20000 if seeds == "held-out" else 30000
-    own = [landscapes.randomized(profile, plan, axes, offset + n) for n in range(len(picked) * 5 // 4)]
-    worlds["generator's kinds"] = own
+    if only is None or GENERATOR in only:
+        own = [landscapes.randomized(profile, plan, axes, offset + n) for n in range(len(picked) * 5 // 4)]
+        worlds[GENERATOR] = own
     return _family_rows(worlds, profile, plan, matrix, strategies_run, announced)
 
 
@@ -623,10 +633,29 @@ def main(argv: list[str] | None = None) -> int:
         help="the generator's kinds on the wide matrix (wide_plan: 5,400 combinations), grid and "
         "adaptive, on the families' tuning or held-out seeds",
     )
+    parser.add_argument(
+        "--family",
+        action="append",
+        choices=(*landscapes.FAMILIES, GENERATOR),
+        help="with --families: only this family (repeatable)",
+    )
+    parser.add_argument(
+        "--strategy",
+        action="append",
+        choices=FAMILY_STRATEGIES,
+        help="with --families or --wide: only this strategy (repeatable; grid is always run: the share)",
+    )
     args = parser.parse_args(argv)
     if args.families or args.wide:
         count = args.landscapes if "--landscapes" in (argv or sys.argv) else None
-        rows = families(args.families, count=count) if args.families else wide(args.wide, count=count)
+        if count is not None and count < 1:
+            parser.error("--landscapes must be at least 1")
+        picked = ("grid", *(s for s in args.strategy if s != "grid")) if args.strategy else None
+        if args.families:
+            only = tuple(args.family) if args.family else None
+            rows = families(args.families, picked or FAMILY_STRATEGIES, count=count, only=only)
+        else:
+            rows = wide(args.wide, picked or WIDE_STRATEGIES, count=count)
         if args.json:
             json.dump(rows, sys.stdout, indent=2)
             sys.stdout.write("\n")
