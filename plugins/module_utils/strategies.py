@@ -440,7 +440,12 @@ def adaptive(
     axis's worst effect, not "unmeasured". The next launch is the config with the highest
     bound (a value never launched comes first); the search stops when no bound beats the
     best measured score by more than the noise, or once ``budget`` (a share) of the valid
-    configs has been launched, failed ones included: the plan announces it. Every decision
+    configs has been launched, failed ones included: the plan announces it. On a flat top
+    (``is_flat``: the configs measured differ no more than the launch noise makes one config's
+    launches differ) the finals' re-measures go to untested configs instead, while it stays
+    flat: re-measuring configs the data cannot tell apart ranks nothing, and the distinct
+    configs plus the re-measures keep the announced budget. When most launches failed, the
+    failures are everywhere and no config is left out for its values' failures. Every decision
     reads only the scoreboard, in plan order: a resumed sweep decides the same.
     ``error`` and ``margin``, when given, replace the measured noise (ablations).
     """
@@ -452,6 +457,7 @@ def adaptive(
     names = list(axes)
     cap = math.ceil(budget * len(space.valid) - 1e-9)
     plausible: dict[str, list[Any]] | None = None
+    first: str | None = None
     known = _prior_scores(space, prior or {}, scores.objective.goal)
     if len(known) >= 2:
         # What earlier runs measured: start from their best config, and try on each axis only
@@ -465,6 +471,11 @@ def adaptive(
         if first is not None and first not in scores.results:
             yield first  # the likeliest winner first: the screens after it compare with it
     best_values: dict[str, Any] = {}
+    # The distinct configs the budget allows: a third of the valid ones, or the one-axis pass
+    # when it is longer (what planned_launches announces). A function of the plan and the
+    # prior alone, so a resumed sweep counts the same.
+    passed = set(one_axis_at_a_time(plan, Scoreboard(scores.objective), axes, baseline, only=plausible))
+    allowed = max(cap, len(passed | ({first} if first is not None else set())))
     yield from one_axis_at_a_time(plan, scores, axes, baseline, best_values, only=plausible)
     start = space.start(axes, baseline)
     if start is not None and best_values:
@@ -496,12 +507,21 @@ def adaptive(
         # first, so the search goes on, each config at most once (the plan says so:
         # launches_while_nothing_runs).
         launched = sum(config_id in scores.results for config_id in space.valid)
-        if launched >= cap and incumbent is not None:
-            break
         noise = launch_noise(scores) if error is None else error
+        # A flat top: the finals' re-measures are spent on untested configs (they may hold a
+        # peak), while the measured configs stay as alike as the noise makes them.
+        spare = REMEASURES if _finals_buy_nothing(space, scores, noise) else 0
+        if launched >= allowed + spare and incumbent is not None:
+            break
         model = strategy_model.MainEffects(len(names), observations)
         one_error = max(math.log1p(noise), model.misfit())
         penalty = _failure_penalty(space, scores, names)
+        # More than half of the launches failed: the failures are everywhere, a value's share
+        # of them does not single it out (mostly-failing landscapes: every value then looked
+        # likelier to fail than run and the search stopped short of the working configs), so
+        # they only order the configs, least implicated first.
+        lines = [scores.results[c] for c in space.valid if c in scores.results]
+        everywhere = 2 * sum(line.get("status") != "ok" for line in lines) > len(lines)
         failures: dict[tuple[str, str], int] = {}
         for config_id in space.valid:
             line = scores.results.get(config_id)
@@ -526,7 +546,7 @@ def adaptive(
             if unknown:
                 # one failure of a value may be its neighbour's fault: a second config tries it
                 once = all(failures.get((names[n], levels[n]), 0) <= 1 for n in unknown)
-                if (risk > math.log(0.5) or once) and (explore is None or risk > explore[0]):
+                if (risk > math.log(0.5) or once or everywhere) and (explore is None or risk > explore[0]):
                     explore = (risk, config_id)
                 continue
             predicted.append((config_id, levels, risk))
@@ -554,7 +574,40 @@ def adaptive(
         # (An underdetermined model, a failed launch having left fewer scores than effects,
         # bounds nothing: ``floor`` is None and its best guess is launched.)
         yield chosen
-    yield from finals(space.valid, scores, finalists, repeats, REMEASURES, margin)
+    # Configs launched past the budget (a flat top's, or while nothing ran) took the finals'
+    # re-measures: together they keep the announced budget. A function of how many distinct
+    # configs the scoreboard holds, which the finals do not change: a resume decides the same.
+    launched = sum(config_id in scores.results for config_id in space.valid)
+    remeasures = REMEASURES - min(REMEASURES, max(0, launched - allowed))
+    yield from finals(space.valid, scores, finalists, repeats, remeasures, margin)
+
+
+def _chi2_upper(dof: int, z: float) -> float:
+    """The upper quantile of a chi-square with ``dof`` degrees of freedom at ``z`` standard
+    normal deviates (Wilson-Hilferty), divided by ``dof``: how far a variance estimated from
+    ``dof`` degrees of freedom may exceed the true one by chance."""
+    k = float(dof)
+    return (1.0 - 2.0 / (9.0 * k) + z * math.sqrt(2.0 / (9.0 * k))) ** 3
+
+
+def is_flat(values: list[float], noise: float) -> bool:
+    """Whether log scores ``values`` of distinct configs differ no more than launches of one
+    config do: their variance is within what the launch noise alone gives by chance
+    (NOISE_Z deviates of a chi-square). Then nothing measured tells the configs apart."""
+    if len(values) < 3:
+        return False
+    mean = math.fsum(values) / len(values)
+    variance = math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return variance <= math.log1p(noise) ** 2 * _chi2_upper(len(values) - 1, NOISE_Z)
+
+
+def _finals_buy_nothing(space: _Space, scores: Scoreboard, noise: float) -> bool:
+    """Whether this run's measurements say the finals' re-measures are better spent on
+    untested configs: the configs measured so far are as alike as the launch noise makes one
+    config's launches (``is_flat``: a flat top). Re-measuring configs the data cannot tell
+    apart ranks nothing that matters; a config not launched yet may be a peak."""
+    values = [adaptive_score(scores, c) for c in space.valid if c in scores.results]
+    return is_flat([v for v in values if v is not None], noise)
 
 
 def _prior_scores(space: _Space, prior: dict[str, float], goal: str) -> dict[str, float]:
