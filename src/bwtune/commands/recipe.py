@@ -19,7 +19,7 @@ from typing import Any
 from bwtune import ansible_run, exit_codes, regression, store
 from bwtune.app import facts_service, promote_service, sweep_service
 from bwtune.commands import _playbook_options as playbook_options
-from bwtune.recipes import apply, check, model, signing, verify
+from bwtune.recipes import apply, check, recipe_file, signing, verify
 
 NAME = "recipe"
 HELP = "Export a run's best config as a recipe file; sign it; check or verify it on other hosts."
@@ -132,14 +132,14 @@ def _export(args: argparse.Namespace) -> int:
     except (store.SchemaTooNewError, *store.DB_INPUT_ERRORS) as exc:
         return _fail("export", f"results database: {exc}")
     try:
-        recipe = model.build(conn, args.run_id, args.config, host=args.host)
-    except model.RecipeError as exc:
+        recipe = recipe_file.build(conn, args.run_id, args.config, host=args.host)
+    except recipe_file.RecipeError as exc:
         return _fail("export", exc)
     finally:
         conn.close()
     try:
         with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(model.dumps(recipe))
+            handle.write(recipe_file.dumps(recipe))
     except OSError as exc:
         return _fail("export", f"-o {args.output}: cannot write it ({exc.strerror or exc})")
     measured = recipe["measured"]
@@ -176,11 +176,11 @@ def _inventory(
     args: argparse.Namespace, action: str
 ) -> tuple[dict[str, Any], ansible_run.Inventory, list[str]]:
     """The recipe, the inventory and the checked -e values; ValueError subclasses on bad input."""
-    recipe = model.load(args.file)
+    recipe = recipe_file.load(args.file)
     extra_vars = playbook_options.check_extra_vars(args.extra_vars)
     inventory = ansible_run.load_inventory(args.inventory, args.limit)
     if not inventory.hosts:
-        raise model.RecipeError(
+        raise recipe_file.RecipeError(
             f"inventory {args.inventory}: no hosts{' match --limit' if args.limit else ''}"
         )
     doing = "applied" if action == "apply" else "checked and verified"
@@ -188,7 +188,12 @@ def _inventory(
     return recipe, inventory, extra_vars
 
 
-BAD_INPUTS = (model.RecipeError, check.Refused, ansible_run.InventoryError, playbook_options.ExtraVarsError)
+BAD_INPUTS = (
+    recipe_file.RecipeError,
+    check.Refused,
+    ansible_run.InventoryError,
+    playbook_options.ExtraVarsError,
+)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -344,7 +349,7 @@ def _apply_progress(check_mode: bool) -> Any:
 def _verify(args: argparse.Namespace) -> int:
     try:
         if not 1 <= args.launches <= MAX_LAUNCHES:
-            raise model.RecipeError(f"--launches {args.launches}: between 1 and {MAX_LAUNCHES}")
+            raise recipe_file.RecipeError(f"--launches {args.launches}: between 1 and {MAX_LAUNCHES}")
         recipe, inventory, extra_vars = _inventory(args, "verify")
         matrix = verify.matrix_of(recipe, args.model_path)
         store.check_writable()

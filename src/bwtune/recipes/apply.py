@@ -24,7 +24,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils.server_argv import (
     split_options,
     strip_launcher,
 )
-from bwtune.recipes import check, model
+from bwtune.recipes import check, recipe_file
 
 # The build roles' variables for each stack component a recipe records (playbooks/provision.yml's
 # inputs). The SGLang and sgl-kernel versions follow from the commit: no input of their own.
@@ -46,15 +46,15 @@ def server_args(recipe: Mapping[str, Any], path: str) -> list[str]:
     try:
         options = split_options(argv, "the recipe's launch.argv")
     except ServerConfigError as exc:
-        raise model.RecipeError(f"{path}: {exc}") from None
+        raise recipe_file.RecipeError(f"{path}: {exc}") from None
     kept: list[str] = []
     for option in options:
         name = option[0][2:]
         if name in ROLE_FLAGS:
             continue  # the role's own (--api-key from the inventory): the recipe's value is dropped
-        if model.REDACTED in option[1:]:
-            raise model.RecipeError(
-                f"{path}: --{name} is {model.REDACTED} in the recipe (a secret never is in one): "
+        if recipe_file.REDACTED in option[1:]:
+            raise recipe_file.RecipeError(
+                f"{path}: --{name} is {recipe_file.REDACTED} in the recipe (a secret never is in one): "
                 "the server cannot be started with it; give the value to the server another way "
                 "(server_env in the inventory) and drop the flag from the recipe's argv"
             )

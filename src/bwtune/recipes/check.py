@@ -15,7 +15,7 @@ from typing import Any
 from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
 from bwtune import ansible_run
 from bwtune.analysis.hardware_group import HardwareGroup, why_not_in
-from bwtune.recipes import model
+from bwtune.recipes import recipe_file
 
 # What apply can change on a host (the build roles' inputs, the checkpoint) and what it cannot.
 REBUILT = ("torch", "cuda", "sglang", "sglang_commit", "sgl_kernel", "sgl_kernel_build", "flashinfer")
@@ -51,7 +51,7 @@ def group_of(recipe: Mapping[str, Any]) -> HardwareGroup:
         "gpu": hardware.get("gpu"),
         "stack_fingerprint": None if fingerprint in (None, "", UNKNOWN) else fingerprint,
     }
-    # The recipe's GPU facts (recipes.model._hardware) in the results database's summary keys.
+    # The recipe's GPU facts (recipes.recipe_file._hardware) in the results database's summary keys.
     kept = {key: hardware.get(name) for key, name in (("gpus", "model"), ("count", "count"),
             ("sm", "sm"), ("interconnect", "interconnect"))}  # fmt: skip
     return HardwareGroup.of_result(line, kept)
@@ -200,4 +200,4 @@ def describe(check: HostCheck) -> list[str]:
 
 
 def loaded(path: str) -> dict[str, Any]:
-    return model.load(path)
+    return recipe_file.load(path)

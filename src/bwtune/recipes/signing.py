@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bwtune.recipes import model
+from bwtune.recipes import recipe_file
 
 NAMESPACE = "bwtune-recipe"
 SIG_FORMAT = "bwtune-recipe-signature/1"
@@ -56,7 +56,7 @@ def manifest(data: bytes) -> dict[str, Any]:
         "format": SIG_FORMAT,
         "namespace": NAMESPACE,
         "sha256": _sha256(data),
-        "fields": {key: _sha256(model.canonical(value)) for key, value in sorted(recipe.items())},
+        "fields": {key: _sha256(recipe_file.canonical(value)) for key, value in sorted(recipe.items())},
     }
 
 
@@ -87,12 +87,12 @@ def sign(path: str, key: str) -> str:
     except OSError as exc:
         raise SigningError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     try:
-        model.load(path)
-    except model.RecipeError as exc:
+        recipe_file.load(path)
+    except recipe_file.RecipeError as exc:
         raise SigningError(str(exc)) from None
     if not os.path.isfile(key):
         raise SigningError(f"--key {key}: no such key file")
-    body = model.canonical(manifest(data))
+    body = recipe_file.canonical(manifest(data))
     with tempfile.TemporaryDirectory(prefix="bwtune-sign-") as tmp:
         message = os.path.join(tmp, "manifest.json")
         with open(message, "wb") as handle:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import regression, store
-from bwtune.recipes import check, model
+from bwtune.recipes import check, recipe_file
 
 TAG = "recipe-verify"
 REPRODUCED, SLOWER, FASTER, COULD_NOT_RUN, INCONCLUSIVE = (
@@ -45,13 +45,13 @@ class Outcome:
 def matrix_of(recipe: Mapping[str, Any], model_path: str | None = None) -> dict[str, Any]:
     """A sweep matrix of the recipe's one config: its flags as the base, no axes."""
     flags = argv_flags(recipe["launch"])
-    if any(v == model.REDACTED for v in flags.values()):
-        raise model.RecipeError(
+    if any(v == recipe_file.REDACTED for v in flags.values()):
+        raise recipe_file.RecipeError(
             "the recipe's flags hold a redacted secret: give it with -e, not from the recipe"
         )
     path = model_path or (recipe.get("checkpoint") or {}).get("path")
     if not path:
-        raise model.RecipeError("the recipe records no checkpoint path: give one with --model-path")
+        raise recipe_file.RecipeError("the recipe records no checkpoint path: give one with --model-path")
     hardware = recipe.get("hardware") or {}
     matrix: dict[str, Any] = {"model": {"path": path}, "hardware": {"gpu": hardware.get("gpu")}}
     if hardware.get("count"):

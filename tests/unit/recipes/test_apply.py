@@ -17,7 +17,7 @@ from test_check import host_facts
 
 from bwtune import ansible_run, cli, exit_codes
 from bwtune.app import promote_service
-from bwtune.recipes import apply, model
+from bwtune.recipes import apply, recipe_file
 
 
 class FakeAnsible:
@@ -74,9 +74,9 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeAnsible]:
 
 
 @pytest.fixture
-def recipe_file(tmp_path: Path, db: sqlite3.Connection) -> Path:
+def recipe_path(tmp_path: Path, db: sqlite3.Connection) -> Path:
     path = tmp_path / "recipe.json"
-    path.write_text(model.dumps(model.build(db, "r20261130-demo")))
+    path.write_text(recipe_file.dumps(recipe_file.build(db, "r20261130-demo")))
     return path
 
 
@@ -93,11 +93,11 @@ def apply_cli(path: Path, *extra: str) -> int:
 
 
 def test_the_recipes_argv_is_served_on_the_hosts_of_its_group_through_promotes_playbook(
-    recipe_file: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
 ) -> None:
     other = {**host_facts(), "bwtune_gpu": {"available": True, "sm": "sm100"}}
     ansible = fake({"a": host_facts(), "b": host_facts(), "c": other}, True)
-    assert apply_cli(recipe_file, "--json") == exit_codes.OK
+    assert apply_cli(recipe_path, "--json") == exit_codes.OK
     out = json.loads(capsys.readouterr().out)
     assert {h: r["status"] for h, r in out["hosts"].items()} == {
         "a": "promoted",
@@ -108,7 +108,7 @@ def test_the_recipes_argv_is_served_on_the_hosts_of_its_group_through_promotes_p
     assert [c["playbook"] for c in ansible.calls] == ["facts.yml", "promote.yml"]
     promote = ansible.calls[1]
     assert promote["limit"] == "a,b" and "--check" not in promote["extra_args"]
-    data = json.loads(recipe_file.read_text())
+    data = json.loads(recipe_path.read_text())
     assert promote["extravars"]["promote_config"] == {
         "args": data["launch"]["argv"],
         "config_id": data["measured"]["config_id"],
@@ -118,63 +118,63 @@ def test_the_recipes_argv_is_served_on_the_hosts_of_its_group_through_promotes_p
 
 
 def test_a_secret_the_recipe_holds_redacted_is_never_passed_the_api_key_is_the_roles(
-    recipe_file: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
 ) -> None:
     def with_key(data: dict[str, Any]) -> None:
-        data["launch"]["argv"] += ["--api-key", model.REDACTED, "--port", "30001"]
+        data["launch"]["argv"] += ["--api-key", recipe_file.REDACTED, "--port", "30001"]
 
     ansible = fake({"a": host_facts()}, True)
-    assert apply_cli(edited(recipe_file, with_key), "--json") == exit_codes.OK
+    assert apply_cli(edited(recipe_path, with_key), "--json") == exit_codes.OK
     args = ansible.calls[1]["extravars"]["promote_config"]["args"]
-    assert model.REDACTED not in args and "--api-key" not in args and "--port" not in args
+    assert recipe_file.REDACTED not in args and "--api-key" not in args and "--port" not in args
     capsys.readouterr()
 
     def with_token(data: dict[str, Any]) -> None:
-        data["launch"]["argv"] += [f"--hf-token={model.REDACTED}"]
+        data["launch"]["argv"] += [f"--hf-token={recipe_file.REDACTED}"]
 
     ansible = fake({"a": host_facts()}, True)
-    assert apply_cli(edited(recipe_file, with_token)) == exit_codes.BAD_INPUT
+    assert apply_cli(edited(recipe_path, with_token)) == exit_codes.BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"--hf-token is {model.REDACTED} in the recipe" in err[0], err
+    assert len(err) == 1 and f"--hf-token is {recipe_file.REDACTED} in the recipe" in err[0], err
     assert ansible.calls == []
 
 
 def test_a_simulated_recipe_is_refused_for_hosts_that_are_not_simulated_before_anything_runs(
-    recipe_file: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ansible = fake({"gpu-1": host_facts(), "gpu-2": host_facts()}, False)
-    assert apply_cli(recipe_file) == exit_codes.BAD_INPUT
+    assert apply_cli(recipe_path) == exit_codes.BAD_INPUT
     captured = capsys.readouterr()
     assert captured.out == "" and ansible.calls == []
     assert captured.err.splitlines() == [
-        f"bwtune recipe apply: {recipe_file}: the recipe's numbers are simulated (the stand-in's), and "
+        f"bwtune recipe apply: {recipe_path}: the recipe's numbers are simulated (the stand-in's), and "
         "gpu-1, gpu-2 are not simulated: a simulated recipe is applied only on hosts with "
         "bwtune_simulated: true (they serve the stand-in; see inventory/local.yml)"
     ]
 
 
 def test_no_host_of_the_recipes_group_is_one_line_exit_2_and_nothing_served(
-    recipe_file: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
 ) -> None:
     other = {**host_facts(), "bwtune_gpu": {"available": True, "sm": "sm100", "count": 8}}
     ansible = fake({"a": other}, True)
-    assert apply_cli(recipe_file) == exit_codes.BAD_INPUT
+    assert apply_cli(recipe_path) == exit_codes.BAD_INPUT
     captured = capsys.readouterr()
     assert [c["playbook"] for c in ansible.calls] == ["facts.yml"]
     assert captured.out == ""
     (line,) = captured.err.splitlines()
     assert line.startswith(
-        f"bwtune recipe apply: no host of inventory inventory.yml is in the hardware group of {recipe_file} ("
+        f"bwtune recipe apply: no host of inventory inventory.yml is in the hardware group of {recipe_path} ("
     )
     assert line.endswith("nothing was applied. a: another hardware group: GPU sm100, the run's sm120")
 
 
 def test_a_host_whose_stack_differs_is_left_out_and_told_the_provision_command_with_the_pinned_inputs(
-    recipe_file: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
 ) -> None:
     older = host_facts(fingerprint="sha256:000000000000", torch__version="2.11.0+cu130")
     ansible = fake({"a": host_facts(), "b": older}, True)
-    assert apply_cli(recipe_file, "--check") == exit_codes.OK
+    assert apply_cli(recipe_path, "--check") == exit_codes.OK
     out = capsys.readouterr().out
     assert "--check" in ansible.calls[1]["extra_args"]
     assert "b: not in the recipe's hardware group: another hardware group: stack sha256:000000000000" in out
@@ -197,10 +197,10 @@ def test_a_host_whose_stack_differs_is_left_out_and_told_the_provision_command_w
 
 
 def test_a_first_host_that_fails_stops_the_rollout_and_the_exit_says_a_host_failed(
-    recipe_file: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake({"a": host_facts(), "b": host_facts()}, True, failing="a")
-    assert apply_cli(recipe_file) == exit_codes.HOST_FAILED
+    assert apply_cli(recipe_path) == exit_codes.HOST_FAILED
     captured = capsys.readouterr()
     assert "b: " not in captured.out  # never reached
     assert captured.err.splitlines() == [

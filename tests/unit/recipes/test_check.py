@@ -11,7 +11,7 @@ import pytest
 from recipe_store import RUN, STACK
 
 from bwtune import cli, exit_codes
-from bwtune.recipes import check, model
+from bwtune.recipes import check, recipe_file
 
 
 def host_facts(**changes: Any) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def host_facts(**changes: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def recipe(db: sqlite3.Connection) -> dict[str, Any]:
-    return model.build(db, RUN)
+    return recipe_file.build(db, RUN)
 
 
 def test_a_host_with_the_recipes_stack_is_of_its_group_and_nothing_differs(recipe: dict[str, Any]) -> None:
@@ -80,7 +80,7 @@ def test_a_host_whose_facts_failed_says_so(recipe: dict[str, Any]) -> None:
 
 def _write(tmp_path: Path, recipe: dict[str, Any]) -> Path:
     path = tmp_path / "recipe.json"
-    path.write_text(model.dumps(recipe))
+    path.write_text(recipe_file.dumps(recipe))
     return path
 
 
@@ -138,6 +138,6 @@ def test_a_file_that_is_not_a_recipe_is_one_line_and_exit_2(
 
 def test_a_newer_schema_is_refused(tmp_path: Path, recipe: dict[str, Any]) -> None:
     path = _write(tmp_path, {**recipe, "schema": 2})
-    with pytest.raises(model.RecipeError, match="schema 2: this bwtune reads recipe schema 1"):
-        model.load(str(path))
+    with pytest.raises(recipe_file.RecipeError, match="schema 2: this bwtune reads recipe schema 1"):
+        recipe_file.load(str(path))
     assert json.loads(path.read_text())["schema"] == 2

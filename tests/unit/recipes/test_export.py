@@ -12,14 +12,14 @@ from recipe_store import GPU_FACTS, RUN, STACK, make_store
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import cli, exit_codes, store
-from bwtune.recipes import model
+from bwtune.recipes import recipe_file
 
 REPO = Path(__file__).parents[3]
 SCHEMA = json.loads((REPO / "docs" / "recipe.schema.json").read_text())
 
 
 def test_the_default_config_is_the_runs_best_by_pick_best(db: sqlite3.Connection) -> None:
-    recipe = model.build(db, RUN)
+    recipe = recipe_file.build(db, RUN)
     objective = store.resolved_objective(db, RUN)
     best = contract.pick_best(store.run_results(db, RUN), objective)
     assert best is not None
@@ -30,8 +30,8 @@ def test_the_default_config_is_the_runs_best_by_pick_best(db: sqlite3.Connection
 
 
 def test_a_recipe_holds_what_the_run_recorded(db: sqlite3.Connection) -> None:
-    recipe = model.build(db, RUN)
-    assert recipe["schema"] == model.SCHEMA and recipe["kind"] == model.KIND
+    recipe = recipe_file.build(db, RUN)
+    assert recipe["schema"] == recipe_file.SCHEMA and recipe["kind"] == recipe_file.KIND
     assert recipe["simulated"] is True and "simulated" in recipe["measured"]["by"]
     hardware = recipe["hardware"]
     assert (hardware["gpu"], hardware["model"], hardware["count"], hardware["driver"], hardware["cuda"]) == (
@@ -55,7 +55,7 @@ def test_each_launch_has_its_values_and_interval_and_the_pooled_value_is_the_sto
     # Config measured on gpu-a and re-measured on gpu-b: export the one on gpu-b by its id.
     output = store.build_run_output(db, RUN)
     chosen = next(r for r in output["results"] if r["host"] == "gpu-b" and r["status"] == "ok")
-    recipe = model.build(db, RUN, chosen["id"], host="gpu-b")
+    recipe = recipe_file.build(db, RUN, chosen["id"], host="gpu-b")
     assert recipe["measured"]["host"] == "gpu-b"
     launches = recipe["results"]["launches"]
     assert launches and all(len(launch["values"]) == 3 for launch in launches)
@@ -67,9 +67,9 @@ def test_each_launch_has_its_values_and_interval_and_the_pooled_value_is_the_sto
 
 def test_an_exported_recipe_is_valid_against_the_committed_json_schema(db: sqlite3.Connection) -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    recipe = json.loads(model.dumps(model.build(db, RUN)))
+    recipe = json.loads(recipe_file.dumps(recipe_file.build(db, RUN)))
     jsonschema.validate(recipe, SCHEMA)
-    assert list(recipe) == list(model.FIELDS) == SCHEMA["required"]
+    assert list(recipe) == list(recipe_file.FIELDS) == SCHEMA["required"]
 
 
 def test_secrets_never_reach_the_file(tmp_path: Path, lines: list[dict]) -> None:
@@ -79,12 +79,16 @@ def test_secrets_never_reach_the_file(tmp_path: Path, lines: list[dict]) -> None
         line["environment"] = {"HF_TOKEN": secret, "CUDA_VISIBLE_DEVICES": "0,1"}
     conn = make_store(tmp_path / "secret.db", lines)
     try:
-        text = model.dumps(model.build(conn, RUN))
+        text = recipe_file.dumps(recipe_file.build(conn, RUN))
     finally:
         conn.close()
     assert secret not in text
     recipe = json.loads(text)
-    assert recipe["launch"]["argv"][-3:] == ["--api-key", model.REDACTED, f"--hf-token={model.REDACTED}"]
+    assert recipe["launch"]["argv"][-3:] == [
+        "--api-key",
+        recipe_file.REDACTED,
+        f"--hf-token={recipe_file.REDACTED}",
+    ]
     assert recipe["launch"]["environment"] == ["CUDA_VISIBLE_DEVICES", "HF_TOKEN"]
 
 
@@ -93,7 +97,7 @@ def test_a_real_runs_recipe_says_not_simulated(tmp_path: Path, lines: list[dict]
         line["simulated"] = False
     conn = make_store(tmp_path / "real.db", lines)
     try:
-        recipe = model.build(conn, RUN)
+        recipe = recipe_file.build(conn, RUN)
     finally:
         conn.close()
     assert recipe["simulated"] is False and recipe["measured"]["by"] == "SGLang"
@@ -120,12 +124,12 @@ def test_the_cli_writes_the_file_and_refuses_bad_input_in_one_line(
 
 def test_a_failed_config_is_not_exported(db: sqlite3.Connection) -> None:
     failed = next(r for r in store.build_run_output(db, RUN)["results"] if r["status"] == "oom")
-    with pytest.raises(model.RecipeError, match="status oom"):
-        model.build(db, RUN, failed["id"])
+    with pytest.raises(recipe_file.RecipeError, match="status oom"):
+        recipe_file.build(db, RUN, failed["id"])
 
 
 def test_a_re_measured_config_keeps_every_launch_oldest_first(db: sqlite3.Connection) -> None:
-    first = model.build(db, RUN)
+    first = recipe_file.build(db, RUN)
     host, config_id = first["measured"]["host"], first["measured"]["config_id"]
     line = next(r for r in store.run_results(db, RUN) if (r["host"], r["config_id"]) == (host, config_id))
     again = json.loads(json.dumps(line))
@@ -134,7 +138,7 @@ def test_a_re_measured_config_keeps_every_launch_oldest_first(db: sqlite3.Connec
         for repetition in block.get("repetitions") or []:
             repetition["output_throughput"] *= 1.01
     store.import_results(db, [again])
-    recipe = model.build(db, RUN, config_id, host=host)
+    recipe = recipe_file.build(db, RUN, config_id, host=host)
     launches = recipe["results"]["launches"]
     assert [launch["launch"] for launch in launches] == [1, 2]
     assert launches[1]["finished_at"] == "2026-11-30T12:00:00+00:00"

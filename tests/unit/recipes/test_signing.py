@@ -11,7 +11,7 @@ import pytest
 from recipe_store import RUN
 
 from bwtune import cli, exit_codes
-from bwtune.recipes import model, signing
+from bwtune.recipes import recipe_file, signing
 
 
 def _key(folder: Path, name: str) -> Path:
@@ -24,7 +24,7 @@ def _key(folder: Path, name: str) -> Path:
 def signed(tmp_path: Path, db: sqlite3.Connection) -> tuple[Path, Path, Path]:
     """(recipe, its signature, an allowed-signers file naming alice), signed by alice."""
     recipe = tmp_path / "recipe.json"
-    recipe.write_text(model.dumps(model.build(db, RUN)))
+    recipe.write_text(recipe_file.dumps(recipe_file.build(db, RUN)))
     key = _key(tmp_path, "alice")
     allowed = tmp_path / "allowed_signers"
     allowed.write_text(f"alice@example.org {(tmp_path / 'alice.pub').read_text()}")
@@ -43,7 +43,7 @@ def test_the_signature_is_ssh_keygens_over_the_manifest(signed: tuple[Path, Path
     """What docs/recipes.md says to run by hand checks the same signature."""
     _recipe, sig, allowed = signed
     manifest, _, armored = sig.read_text().partition("\n")
-    assert json.loads(manifest)["fields"].keys() == set(model.FIELDS)
+    assert json.loads(manifest)["fields"].keys() == set(recipe_file.FIELDS)
     bare = sig.parent / "bare.sig"
     bare.write_text(armored)
     result = subprocess.run(

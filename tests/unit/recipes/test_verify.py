@@ -11,14 +11,14 @@ from recipe_store import RUN
 from sample_results import sample_results
 
 from bwtune import store
-from bwtune.recipes import model, verify
+from bwtune.recipes import recipe_file, verify
 
 SCRATCH = "scratch-1"
 
 
 @pytest.fixture
 def recipe(db: sqlite3.Connection) -> dict[str, Any]:
-    return model.build(db, RUN)
+    return recipe_file.build(db, RUN)
 
 
 def scratch_run(
@@ -53,8 +53,8 @@ def test_a_flag_sglang_sets_itself_is_not_passed() -> None:
 
 
 def test_a_redacted_secret_is_not_launched(recipe: dict[str, Any]) -> None:
-    recipe["launch"]["argv"] += ["--api-key", model.REDACTED]
-    with pytest.raises(model.RecipeError, match="redacted secret"):
+    recipe["launch"]["argv"] += ["--api-key", recipe_file.REDACTED]
+    with pytest.raises(recipe_file.RecipeError, match="redacted secret"):
         verify.matrix_of(recipe)
 
 
