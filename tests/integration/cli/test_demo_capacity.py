@@ -38,6 +38,7 @@ def test_demo_capacity_finds_each_configs_capacity_under_the_slo(
     assert len(re.findall(r"^  c[0-9a-f]+( \*)?: [0-9.]+ requests/s \(last passing", out, re.M)) == 4, out
     assert "Pareto front, output_throughput (tok/s) against p99_tpot_ms, SLO 50 ms: " in out
     assert "Pareto front, output_throughput (tok/s) against p99_ttft_ms, SLO 2000 ms: " in out
+    assert "Pareto front, tok/s per user against tok/s per GPU: " in out
 
     exported = run(bwtune_argv("export", run_id.group(1), "--format", "json"), env)
     assert exported.returncode == 0, exported.stderr
@@ -67,3 +68,4 @@ def test_demo_capacity_finds_each_configs_capacity_under_the_slo(
 
     report = (bwtune_home / "runs" / run_id.group(1) / "report.html").read_text()
     assert "Capacity under the latency SLO" in report and "SIMULATED" in report
+    assert "Per-user speed vs throughput per GPU (Pareto front)" in report
