@@ -266,8 +266,8 @@ def _apply(args: argparse.Namespace) -> int:
             f"applied. {why}",
             code,
         )
-        if build and talk:
-            print(f"to build the recipe's stack there: {build}", file=sys.stderr)
+        if build and talk:  # on stdout: the refusal stays one line
+            _print_build(build, inputs)
         return code
 
     promotion = promote_service.promotion(server_args, str(measured["config_id"]), str(measured["run_id"]))

@@ -219,3 +219,17 @@ def test_pinned_inputs_of_a_recipe_without_a_stack_are_none() -> None:
         "sgl_kernel_enable_sm90a": False,
         "sgl_kernel_enable_fp4": False,
     }
+
+
+def test_the_only_host_with_another_stack_is_refused_in_one_line_and_told_how_to_build_it(
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+) -> None:
+    older = host_facts(fingerprint="sha256:000000000000", flashinfer__version="0.6.0")
+    ansible = fake({"a": older}, True)
+    assert apply_cli(recipe_path) == exit_codes.BAD_INPUT
+    captured = capsys.readouterr()
+    assert [c["playbook"] for c in ansible.calls] == ["facts.yml"]
+    (line,) = captured.err.splitlines()
+    assert "nothing was applied. a: another hardware group: stack sha256:000000000000" in line
+    (command,) = [x.strip() for x in captured.out.splitlines() if x.strip().startswith("bwtune provision")]
+    assert json.loads(shlex.split(command)[-1])["sglang_flashinfer_version"] == STACK["flashinfer"]
