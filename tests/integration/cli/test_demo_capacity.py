@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
 from bwtune.app import demo_capacity
-from bwtune.standin.capacity import RoundLoad, true_capacity
+from bwtune.standin.load_capacity import RoundLoad, true_capacity
 from bwtune.standin.profile import load_profile
 from tests.integration.cli.conftest import REPO, bwtune_argv, run
 

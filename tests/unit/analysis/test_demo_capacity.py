@@ -15,7 +15,7 @@ import yaml
 from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
 from bwtune.app import demo_capacity, sweep_service
 from bwtune.commands import demo
-from bwtune.standin.capacity import RoundLoad, true_capacity
+from bwtune.standin.load_capacity import RoundLoad, true_capacity
 from bwtune.standin.profile import load_profile
 
 REPO = Path(__file__).resolve().parents[3]

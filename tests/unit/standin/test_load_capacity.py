@@ -15,8 +15,8 @@ import yaml
 from ansible_collections.bwtune.sglang.plugins.module_utils import capacity_search, results_contract
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import run_workload
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_workload import Workload
-from bwtune.standin import capacity
-from bwtune.standin.capacity import RoundLoad, median_round, simulate_round, true_capacity
+from bwtune.standin import load_capacity as capacity
+from bwtune.standin.load_capacity import RoundLoad, median_round, simulate_round, true_capacity
 from bwtune.standin.performance import ConfigPerformance
 from bwtune.standin.profile import load_profile, resolve_profile_path
 
