@@ -2,15 +2,19 @@
 run, each timed with its peak RSS (targets for 100,000 lines: import under 30 s and 500 MB,
 runs under 2 s, report under 30 s; docs/benchmarks.md, "Results store at scale").
 
-    .venv/bin/python benchmarks/store_scale.py [--lines 20000] [--keep DIR]
+    .venv/bin/python benchmarks/store_scale.py [--lines 20000] [--keep DIR] [--in-process] [--repeat N]
 
 It writes one run's results file of `--lines` lines (two hosts; 80% ok with two workloads of
 five repetitions each, 12% failed with a 50-line log tail, 8% pruned or duplicate: about
 10 KB a line, as the 988 MB file of 100,000 lines in issue 21), then runs each command in
 its own process (the installed `bwtune` entry point, a fresh BWTUNE_HOME) and reads that
-process's peak RSS from wait4() (the largest single process's: a big import's worker
-processes, about 30 MiB each, come on top; docs/benchmarks.md). The default (5,000 lines)
-takes about a minute on the 2-core dev VM.
+process's peak RSS from wait4() (the largest single process's) and, sampled from /proc every
+0.2 s, the peak of all its processes together (a big import's worker processes). The default
+(5,000 lines) takes about a minute on the 2-core dev VM.
+
+`--in-process` times only the import, as bwtune.store.import_results_file in a process of its
+own (this script again): no CLI start-up, and nothing but bwtune.store and orjson needed, for a
+host without the CLI's other dependencies. `--repeat N` runs the steps N times.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,19 +150,63 @@ def _count_lines(path: Path) -> int:
         return sum(1 for _ in handle)
 
 
-def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, int, str]:
-    """(wall seconds, CPU seconds (user + system), peak RSS in MiB, exit code, the last line
-    of output) of one process. On a shared machine the CPU seconds are the steadier figure."""
+def _tree_rss_kib(pid: int) -> int:
+    """The resident memory of a process and all its descendants (KiB), 0 once it is gone."""
+    total = 0
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total = int(line.split()[1])
+    except OSError:
+        return 0
+    return total + sum(_tree_rss_kib(int(child)) for child in children)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a child runs (not yet a zombie); never reaps it (wait4 does)."""
+    try:
+        state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                     if line.startswith("State:"))  # fmt: skip
+    except (OSError, StopIteration):
+        return False
+    return "Z" not in state.split()[1]
+
+
+def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, float, int, str]:
+    """(wall seconds, CPU seconds (user + system, its waited-for worker processes included),
+    peak RSS in MiB of the largest process, peak RSS in MiB of all its processes together
+    (sampled every 0.2 s), exit code, the last line of output) of one process. On a shared
+    machine the CPU seconds are the steadier figure."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         child = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        peak = [0]
+
+        def sample() -> None:
+            while _alive(child.pid):
+                peak[0] = max(peak[0], _tree_rss_kib(child.pid))
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         _pid, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
+        sampler.join()
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         text = out.read().decode(errors="replace").strip().splitlines()
     cpu = usage.ru_utime + usage.ru_stime
-    return wall, cpu, usage.ru_maxrss / 1024.0, child.returncode, text[-1] if text else ""
+    return wall, cpu, usage.ru_maxrss / 1024.0, peak[0] / 1024.0, child.returncode, text[-1] if text else ""
+
+
+def _import_child(results: str, db: str) -> int:
+    """--in-process's import: bwtune.store.import_results_file, as `bwtune import` calls it."""
+    from bwtune.store import connect, import_results_file  # only this mode needs it
+
+    summary = import_results_file(connect(db), results)
+    print(f"imported {summary.total} results: {summary.added} added, {summary.unchanged} unchanged")
+    return 0
 
 
 def main() -> int:
@@ -173,7 +222,13 @@ def main() -> int:
         help="how to run bwtune (default: the bwtune beside this Python), e.g. "
         "\"python3 -c 'import sys; from bwtune.cli import main; sys.exit(main())'\" on a machine without it",
     )
+    parser.add_argument("--in-process", action="store_true",
+                        help="time only the import, in a process of its own without the CLI")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=1, help="run the steps this many times")
+    parser.add_argument("--import-child", nargs=2, metavar=("RESULTS", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.import_child:
+        return _import_child(*args.import_child)
     work = args.keep or Path(tempfile.mkdtemp(prefix="bwtune-store-scale."))
     work.mkdir(parents=True, exist_ok=True)
     bwtune = shutil.which("bwtune", path=str(Path(sys.executable).parent)) or "bwtune"
@@ -189,21 +244,27 @@ def main() -> int:
         else:
             size, how = write_file(results, args.lines), f"written in {time.perf_counter() - started:.1f} s"
         print(f"{args.lines:,} lines, {size / 1e6:,.0f} MB ({size / args.lines / 1e3:.1f} KB a line), {how}")
+        db = work / "home" / "results.db"
         steps = [
             ("import", [*prefix, "import", str(results)]),
             ("runs", [*prefix, "runs"]),
             ("startup", [*prefix, "--version"]),  # the interpreter and CLI start-up in the figures
             ("report", [*prefix, "report", RUN_ID]),
         ]
+        if args.in_process:
+            steps = [("import", [sys.executable, __file__, "--import-child", str(results), str(db)])]
         failed = False
-        for name, argv in steps:
-            wall, cpu, rss, code, last = measure(argv, env)
-            failed |= code != 0
-            print(f"{name:7s} {wall:8.2f} s wall {cpu:8.2f} s CPU  peak RSS {rss:7.1f} MiB  exit {code}  "
-                  f"| {last[:80]}", flush=True)  # fmt: skip
-        db = work / "home" / "results.db"
+        for _ in range(args.repeat):
+            shutil.rmtree(work / "home", ignore_errors=True)
+            (work / "home").mkdir(parents=True)
+            for name, argv in steps:
+                wall, cpu, rss, tree, code, last = measure(argv, env)
+                failed |= code != 0
+                print(f"{name:7s} {wall:8.2f} s wall {cpu:8.2f} s CPU  peak RSS {rss:7.1f} MiB "
+                      f"(all processes {tree:7.1f} MiB)  exit {code}  | {last[:80]}", flush=True)  # fmt: skip
         html = work / "home" / "runs" / RUN_ID / "report.html"
-        print(f"database {db.stat().st_size / 1e6:,.0f} MB; report.html {html.stat().st_size / 1e3:,.0f} KB")
+        print(f"database {db.stat().st_size / 1e6:,.0f} MB"
+              + (f"; report.html {html.stat().st_size / 1e3:,.0f} KB" if html.is_file() else ""))  # fmt: skip
         return 1 if failed else 0
     finally:
         if args.keep is None:
