@@ -18,7 +18,8 @@ nothing installed and runs in well under a second:
     the abstract types from `collections.abc`; from `typing` only what has no builtin
     (`Any`, ...). The node's Python is >= 3.10, where both evaluate at runtime too;
 (h) the results store (`src/bwtune/store/**`) is a layer below the commands, the CLI and
-    the analysis: it imports the standard library, module_utils and its own modules only;
+    the analysis: it imports the standard library, orjson (the import's fast JSON, used only
+    where its bytes equal json's), module_utils and its own modules only;
 (i) the application layer (`src/bwtune/app/**`: the services the commands call) is below
     the commands and the CLI: it imports the store, the analysis, the Ansible layer,
     module_utils and the like, never a module of `bwtune.commands` or `bwtune.cli`, nor
@@ -223,9 +224,14 @@ def violations(module: str, source: str, ours: Iterable[str]) -> list[str]:
                 elif _command(target) and (module, target) not in COMMAND_IMPORT_DEBT:
                     bad.append(f"{where}: a command never imports another command")
             if _is_under(module, "bwtune.store") and not (
-                _stdlib(target) or _is_under(target, MODULE_UTILS) or _is_under(target, "bwtune.store")
+                _stdlib(target)
+                or target == "orjson"
+                or _is_under(target, MODULE_UTILS)
+                or _is_under(target, "bwtune.store")
             ):
-                bad.append(f"{where}: the store imports the standard library, module_utils and itself only")
+                bad.append(
+                    f"{where}: the store imports the standard library, orjson, module_utils and itself only"
+                )
             if _is_under(module, "bwtune.app") and (
                 _is_under(target, "bwtune.commands") or _is_under(target, "bwtune.cli")
             ):
@@ -464,6 +470,7 @@ def test_a_wrong_way_import_is_refused(module: str, source: str) -> None:
             "bwtune.store",
             f"import sqlite3\nfrom {MODULE_UTILS} import rules\nfrom bwtune.store import lines\n",
         ),
+        ("bwtune.store.lines", "import json\n\nimport orjson\n"),
     ],
 )
 def test_a_right_way_import_passes(module: str, source: str) -> None:
