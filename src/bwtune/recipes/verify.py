@@ -147,7 +147,9 @@ def judge(
         outcome.verdict, outcome.line = SLOWER, f"slower by {pct}{p_text}"
     elif verdict.verdict == regression.IMPROVEMENT:
         outcome.verdict, outcome.line = FASTER, f"faster by {pct}{p_text}"
-    elif verdict.verdict == regression.NO_CHANGE or "within the noise" in verdict.note:
+    elif verdict.verdict == regression.NO_CHANGE:
+        # A change the test finds but the launch noise cannot confirm ("-21.9% is within the
+        # noise") is inconclusive, not reproduced: the numbers moved and more launches decide.
         outcome.verdict = REPRODUCED
         p_part = f", p={verdict.p_value:.3g}" if verdict.p_value is not None else ""
         outcome.line = f"reproduced ({(verdict.change or 0.0) * 100:+.1f}%{p_part}: within the noise)"

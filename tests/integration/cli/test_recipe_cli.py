@@ -72,6 +72,10 @@ def _verify(recipe: Path, env: dict[str, str], tmp_path: Path) -> tuple[int, dic
     return done.returncode, json.loads(done.stdout), attestation.read_text()
 
 
+# The verdicts weigh the change against the launch-to-launch spread the run measures: on a
+# machine loaded many times over the stand-in's spread grows until a 25% drop is (rightly)
+# inconclusive. So it runs with the quiet tests, alone (docs/testing.md).
+@pytest.mark.quiet
 def test_a_recipe_from_a_stand_in_run_is_reproduced_and_a_slower_stand_in_is_slower(
     tmp_path: Path, sweep_env: dict[str, str], recipe: Path
 ) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils import planner, strategies
 from bwtune.progress import FOLLOW_TASK
 from bwtune.standin.performance import ConfigPerformance
 from bwtune.standin.profile import load_profile
@@ -62,9 +62,20 @@ def test_every_config_gets_its_status_and_the_fastest_correct_one_wins(node: Nod
     by_case = {c["point"]["case"]: c for c in the_plan["configs"]}
     assert len(the_plan["configs"]) == 12 and len(the_plan["launches"]) == 10
 
-    lines = read_lines(node.results_path("e2e"))
-    # Every config of the plan has exactly one line.
+    all_lines = read_lines(node.results_path("e2e"))
+    # Every config of the plan has exactly one first line. The grid's finals may re-measure
+    # the leaders when the measured noise does not separate them (more often on a loaded
+    # machine: the stand-in's spread grows): those are ok configs only, numbered 2, 3, ...,
+    # at most strategies.REMEASURES in all.
+    lines = [line for line in all_lines if line.get("attempt", 1) == 1]
     assert Counter(line["config_id"] for line in lines) == Counter(c["id"] for c in the_plan["configs"])
+    again = [line for line in all_lines if line.get("attempt", 1) != 1]
+    assert len(again) <= strategies.REMEASURES
+    first_status = {line["config_id"]: line["status"] for line in lines}
+    for config_id, count in Counter(line["config_id"] for line in again).items():
+        assert first_status[config_id] == "ok", config_id
+        numbers = sorted(line["attempt"] for line in all_lines if line["config_id"] == config_id)
+        assert numbers == list(range(1, count + 2)), (config_id, numbers)
     status = {line["point"]["case"]: line["status"] for line in lines}
     assert status == {case: expected_status(case) for case in by_case}
 
@@ -113,10 +124,11 @@ def test_every_config_gets_its_status_and_the_fastest_correct_one_wins(node: Nod
     outcome = node.custom_stats()["bwtune_sweep"]["localhost"]
     assert outcome["best"]["config_id"] == by_case["ok-fastest"]["id"]
     assert outcome.get("error") is None
-    assert sorted(r["config_id"] for r in outcome["results"]) == sorted(line["config_id"] for line in lines)
+    assert [r["config_id"] for r in outcome["results"]] == [line["config_id"] for line in all_lines]
     summary = outcome["summary"]
-    assert summary["launches"] == 10 and summary["planned_configs"] == 12
-    assert summary["by_status"] == dict(Counter(line["status"] for line in lines))
+    assert summary["launches"] == 10 + len(again) and summary["planned_configs"] == 12
+    latest = {line["config_id"]: line["status"] for line in all_lines}  # by status of the latest line
+    assert summary["by_status"] == dict(Counter(latest.values()))
     assert summary["leftover_stopped"] is None
     follow = node.task_results(FOLLOW_TASK)  # the role's task, by the name the CLI reads
     assert [e["event"] for e in follow] == ["ok"] and follow[0]["result"]["finished"] is True
@@ -185,11 +197,13 @@ def test_a_killed_sweep_resumes_without_measuring_twice_or_losing_a_config(node:
     done = node.play(matrix_file, "killed")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
-    lines = read_lines(node.results_path("killed"))
-    assert lines[: len(before)] == before  # what the killed run wrote is kept as it was
+    all_lines = read_lines(node.results_path("killed"))
+    assert all_lines[: len(before)] == before  # what the killed run wrote is kept as it was
+    lines = [line for line in all_lines if line.get("attempt", 1) == 1]  # the finals' aside
     counts = Counter(line["config_id"] for line in lines)
     assert counts == Counter(c["id"] for c in the_plan["configs"])  # none lost, none twice
     assert max(Counter(line["config_id"] for line in launched(lines)).values()) == 1
+    remeasured_now = [line for line in all_lines[len(before) :] if line.get("attempt", 1) != 1]
     assert leftover["config_id"] in {line["config_id"] for line in launched(lines)}
     status = {line["point"]["case"]: line["status"] for line in lines}
     assert status == {case: expected_status(case) for case in cases}
@@ -198,7 +212,10 @@ def test_a_killed_sweep_resumes_without_measuring_twice_or_losing_a_config(node:
     assert summary["leftover_stopped"]["pid"] == leftover["pid"]
     assert summary["leftover_stopped"]["config_id"] == leftover["config_id"]
     assert summary["resumed"] == len(launched(before))
-    assert summary["launches"] == len(the_plan["launches"]) - len(launched(before))
+    first_before = [line for line in before if line.get("attempt", 1) == 1]
+    assert summary["launches"] == len(the_plan["launches"]) - len(launched(first_before)) + len(
+        remeasured_now
+    )
     node.assert_nothing_left()
 
 
