@@ -66,7 +66,7 @@ from bwtune.store.queries import (
     runs_before,
     superseded_results,
 )
-from bwtune.store.runs import gpu_facts_summary, record_gathered_facts, record_host_facts, record_run
+from bwtune.store.run_records import gpu_facts_summary, record_gathered_facts, record_host_facts, record_run
 from bwtune.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
 from bwtune.store.tags import get_baseline, list_baselines, run_tags, set_baseline, tag_run, tagged_runs
 from bwtune.store.views import build_run_output, nothing_measured

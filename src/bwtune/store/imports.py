@@ -19,7 +19,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import results_contr
 from bwtune.store import lines, queries
 from bwtune.store.files import iter_results_file
 from bwtune.store.lines import Key, dumps, now
-from bwtune.store.runs import ensure_host, ensure_run, ensure_stack
+from bwtune.store.run_records import ensure_host, ensure_run, ensure_stack
 from bwtune.store.schema import transaction
 
 
