@@ -328,7 +328,8 @@ def sources() -> dict[str, str]:
 
 def test_every_layer_is_found(sources: dict[str, str]) -> None:
     assert f"{MODULE_UTILS}.rules" in sources and f"{MODULES}.sweep" in sources
-    assert "bwtune.cli" in sources and "bwtune.commands.sweep" in sources and "bwtune.standin.app" in sources
+    assert "bwtune.cli" in sources and "bwtune.commands.sweep_command" in sources
+    assert "bwtune.standin.app" in sources
     assert "bwtune.store.views" in sources and "bwtune.store" in sources
     assert "bwtune.app.sweep_service" in sources
     assert "bwtune.ansible_run.playbooks" in sources and "bwtune.ansible_run" in sources

@@ -12,7 +12,7 @@ import pytest
 from bwtune import exit_codes
 from bwtune.cli import build_parser, main
 from bwtune.commands import _playbook_options as playbook_options
-from bwtune.commands import sweep
+from bwtune.commands import sweep_command as sweep
 from bwtune.commands.completion import bash_script
 
 REPO = Path(__file__).resolve().parents[3]

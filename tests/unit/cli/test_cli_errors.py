@@ -10,7 +10,7 @@ import pytest
 
 from bwtune import ansible_run, exit_codes
 from bwtune.cli import build_parser, main
-from bwtune.commands import sweep
+from bwtune.commands import sweep_command as sweep
 
 REPO = Path(__file__).resolve().parents[3]
 LOCAL = REPO / "inventory" / "local.yml"

@@ -15,7 +15,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import results_contr
 from bwtune import ansible_run, results_db
 from bwtune.cli import build_parser, main
 from bwtune.commands import _task_playbook as task_playbook
-from bwtune.commands import sweep
+from bwtune.commands import sweep_command as sweep
 
 REPO = Path(__file__).resolve().parents[3]
 SM120 = REPO / "examples" / "qwen35-397b-nvfp4-sm120.yml"

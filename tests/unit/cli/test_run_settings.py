@@ -10,7 +10,8 @@ import pytest
 
 from bwtune import ansible_run, run_settings
 from bwtune.cli import build_parser, main
-from bwtune.commands import demo, sweep
+from bwtune.commands import demo
+from bwtune.commands import sweep_command as sweep
 
 REPO = Path(__file__).resolve().parents[3]
 LOCAL = REPO / "inventory" / "local.yml"

@@ -15,7 +15,7 @@ import pytest
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import ansible_run, exit_codes, results_db, store
 from bwtune.app import sweep_service
-from bwtune.commands import sweep
+from bwtune.commands import sweep_command as sweep
 
 RUN = "20261130T120000Z-abcd"
 HOST = "localhost"
@@ -112,7 +112,7 @@ def test_a_database_that_fails_at_the_end_says_where_the_results_are(monkeypatch
     def broken(*args: object, **kwargs: object) -> None:
         raise sqlite3.DatabaseError("database disk image is malformed")
 
-    monkeypatch.setattr(store, "connect", broken)  # what bwtune.commands.sweep calls
+    monkeypatch.setattr(store, "connect", broken)  # what bwtune.commands.sweep_command calls
     done = sweep_service.collect(request(), playbook_run({"results": [line("c0000000001", "ok")]}))
     assert done.exit_code == exit_codes.HOST_FAILED and done.output is None
     (message,) = done.messages

@@ -17,7 +17,7 @@ from bwtune import ansible_run, exit_codes
 from bwtune.ansible_run import RunnerEvent
 from bwtune.app import sweep_service
 from bwtune.commands import _sweep_output as sweep_output
-from bwtune.commands import sweep
+from bwtune.commands import sweep_command as sweep
 from bwtune.progress import FOLLOW_TASK, SweepState
 
 RUN = "20261201T120000Z-beef"

@@ -18,7 +18,7 @@ from sample_results import sample_results
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import ansible_run, results_db
 from bwtune.app import sweep_service
-from bwtune.commands import sweep
+from bwtune.commands import sweep_command as sweep
 from bwtune.report import svg
 from bwtune.report.regression_chart import history_chart
 

@@ -123,7 +123,7 @@ READERS = (
     "plugins/modules/sweep_progress.py",
     "plugins/modules/sweep.py",
     "src/bwtune/progress.py",
-    "src/bwtune/commands/sweep.py",
+    "src/bwtune/commands/sweep_command.py",
     "src/bwtune/app/sweep_service.py",
     "src/bwtune/app/sweep_collect.py",
     "src/bwtune/app/sweep_stop.py",
