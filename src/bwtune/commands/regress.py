@@ -21,6 +21,7 @@ from typing import Any
 
 from bwtune import ansible_run, exit_codes, regression, regression_history, regression_outputs, report, store
 from bwtune.app import sweep_service
+from bwtune.bisect import from_runs
 from bwtune.commands import _playbook_options as playbook_options
 
 NAME = "regress"
@@ -105,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({**analysis.to_dict(), "files": {k: str(v) for k, v in written.items()}}, indent=2))
     else:
         print(regression_outputs.markdown(analysis), end="")
+        for command in from_runs.bisect_commands(analysis):  # a regression with a stack change
+            print(f"to find the component version that cost it (the plan; docs/bisect.md): {command}")
         print(f"report: {folder / 'report.html'}")
         for what, path in written.items():
             print(f"{what}: {path}")
