@@ -262,11 +262,11 @@ def _lines(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
 
 def _side(
     run_id: str, which: str, lines: Sequence[Mapping[str, Any]], config_id: str, host: str | None,
-    objective: Mapping[str, Any],
+    objective: Mapping[str, Any], named: str,
 ) -> Side:  # fmt: skip
     mine = [line for line in lines if str(line.get("config_id")) == config_id]
     if not mine:
-        raise BisectError(f"--config {config_id}: not in the {which} run {run_id}")
+        raise BisectError(f"{named}: not in the {which} run {run_id}")
     if host is not None:
         mine = [line for line in mine if str(line.get("host")) == host]
         if not mine:
@@ -340,6 +340,7 @@ def plan_from_runs(
     objective = store.resolved_objective(conn, bad_run)
     bad_lines = _lines(conn, bad_run)
     good_lines = _lines(conn, good_run)
+    named = f"--config {config_id}"
     if config_id is None:
         pool = [line for line in bad_lines if host is None or str(line.get("host")) == host]
         best = contract.pick_best(pool, objective)
@@ -349,8 +350,9 @@ def plan_from_runs(
                 f"the bad run {bad_run} has no measured config{where} to pick: name one with --config"
             )
         config_id = str(best["config_id"])
-    bad = _side(bad_run, "bad", bad_lines, config_id, host, objective)
-    good = _side(good_run, "good", good_lines, config_id, host, objective)
+        named = f"config {config_id} (the bad run's best; --config names another)"
+    bad = _side(bad_run, "bad", bad_lines, config_id, host, objective, named)
+    good = _side(good_run, "good", good_lines, config_id, host, objective, named)
     plan = make_plan(good.stack, bad.stack, candidates)
     sources = {
         c.key: (

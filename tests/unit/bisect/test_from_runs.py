@@ -19,7 +19,7 @@ from bwtune.bisect import from_runs
 from bwtune.bisect.bisection import Bisection
 from bwtune.cli import main
 from tests.unit.bisect.simulated import World
-from tests.unit.regression.history_lines import STACK, stack, store_run
+from tests.unit.regression.history_lines import STACK, line, stack, store_run
 
 COMMITS = ["0a1b2c3", *[f"m{i:02d}" for i in range(1, 16)], "9f8e7d6"]  # 17, oldest first
 TORCH_BAD = "2.11.0.dev20261201+cu130"
@@ -188,7 +188,36 @@ def test_a_config_of_the_bad_run_missing_in_the_good_one(
     conn.close()
     code, out, err = _run(capsys, "good-1", "bad-2")
     assert code == exit_codes.BAD_INPUT and out == ""
-    assert err == "bwtune bisect: --config cnew0000003: not in the good run good-1\n"
+    assert err == (
+        "bwtune bisect: config cnew0000003 (the bad run's best; --config names another): "
+        "not in the good run good-1\n"
+    )
+
+
+def test_two_stacks_in_one_run_need_host_and_a_line_without_components_is_refused(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conn = results_db.connect(home / "results.db")
+    other = stack(flashinfer="0.5.9")
+    results_db.import_results(conn, [line("bad-1", "cprod000001", 2, [840.0, 845.0], host="node2",
+                                          stack_components=other)])  # fmt: skip
+    bare = line("good-1", "cprod000001", 1, [1000.0, 1001.0], host="node2")
+    results_db.import_results(conn, [{**bare, "stack": None}])
+    conn.close()
+    code, out, err = _run(capsys, "good-1", "bad-1", "--config", "cprod000001")
+    assert code == exit_codes.BAD_INPUT and out == ""
+    assert err == (
+        "bwtune bisect: the bad run bad-1: config cprod000001 ran on 2 stacks (hosts node1, node2): "
+        "name one host with --host\n"
+    )
+    code, out, err = _run(capsys, "good-1", "bad-1", "--config", "cprod000001", "--host", "node3")
+    assert code == exit_codes.BAD_INPUT and "the bad run bad-1 has no line of config cprod000001" in err
+    code, out, err = _run(capsys, "good-1", "bad-1", "--config", "cprod000001", "--host", "node2")
+    assert code == exit_codes.BAD_INPUT and err == (
+        "bwtune bisect: the good run good-1: config cprod000001's lines record no stack components "
+        "(stack fingerprint fp-aaaa): nothing to bisect from\n"
+    )
+    assert _run(capsys, "good-1", "bad-1", "--config", "cprod000001", "--host", "node1")[0] == exit_codes.OK
 
 
 def test_a_missing_candidates_file_is_named(
