@@ -13,7 +13,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import (
     bench_client,
     correctness,
     launcher,
-    strategies,
+    strategy_screening,
     sweep_state,
 )
 from ansible_collections.bwtune.sglang.plugins.module_utils.sweep_core import SCREEN, SweepCore, now
@@ -171,7 +171,7 @@ class ConfigLaunch(SweepCore):
         metrics: dict[str, Any] = {}
         clock = time.monotonic()
         workloads = self.workloads[config["id"]]
-        if strategies.needs_screen(options.strategy, self.scores, config["id"]):
+        if strategy_screening.needs_screen(options.strategy, self.scores, config["id"]):
             workloads = [self.screen_workload(workloads), *workloads]
         for n, workload in enumerate(workloads, 1):
             progress.phase(config["id"], "workload", n, len(workloads))

@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from typing import Any, TextIO
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, strategy_launches
 from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
 from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
 from ansible_collections.bwtune.sglang.plugins.module_utils.planner import VALID, Plan, plan
@@ -189,11 +189,11 @@ def _by_strategy(result: Plan, cost: launch_cost.LaunchCost) -> str:
     per_launch = gpu_seconds / 3600.0 / max(result.summary["launches"], 1)
     parts = []
     plan_dict = result.to_dict()
-    for name, (fewest, most) in strategies.planned_launches(plan_dict).items():
+    for name, (fewest, most) in strategy_launches.planned_launches(plan_dict).items():
         launches = str(fewest) if fewest == most else f"{fewest}-{most}"
         hours = f"{fewest * per_launch:.1f}" + ("" if fewest == most else f"-{most * per_launch:.1f}")
         parts.append(f"{name} {launches} launches ({hours} GPU-h)")
-    failing = strategies.launches_while_nothing_runs(plan_dict)
+    failing = strategy_launches.launches_while_nothing_runs(plan_dict)
     return (
         "by strategy: " + ", ".join(parts) + "; screen and adaptive screen each launch first, "
         "adaptive stops when nothing can win by more than the noise it measured or a third of "
