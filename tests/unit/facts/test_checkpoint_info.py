@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_info
 
-from .helpers import ROOT, run_module, system_path_without_nvidia_smi
+from .helpers import ROOT
 
 QWEN = ROOT / "tests" / "fixtures" / "models" / "qwen35-397b-a17b-nvfp4"
 
@@ -123,15 +123,6 @@ def test_quantization_from_hf_quant_config_only(ckpt):
 def test_not_a_directory(tmp_path):
     f = checkpoint_info.gather(str(tmp_path / "nope"))
     assert f["available"] is False and "not a directory" in f["problems"][0]
-
-
-@pytest.mark.integration  # a real `ansible localhost -m` process
-def test_checkpoint_facts_module(ckpt):
-    (ckpt / "model-00002-of-00002.safetensors").unlink()
-    res = run_module("checkpoint_facts", f"path={ckpt}", {}, system_path_without_nvidia_smi())
-    f = res["ansible_facts"]["bwtune_checkpoint"]
-    assert res["changed"] is False and f["complete"] is False
-    assert f["shards"]["missing"] == ["model-00002-of-00002.safetensors"]
 
 
 def test_corrupt_header(ckpt):

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
 
-from .helpers import ROOT, run_module, system_path_without_nvidia_smi
+from .helpers import ROOT
 
 
 def run(argv):
@@ -67,18 +67,6 @@ def test_probe_failure_is_one_line(tmp_path):
     bad.chmod(0o755)
     with pytest.raises(stack_info.StackFactsError, match=r"failed \(exit 3\): boom"):
         stack_info.gather(run, str(bad), None)
-
-
-@pytest.mark.integration  # a real `ansible localhost -m` process
-def test_stack_facts_module_on_fake_stack(fake_stack):
-    res = run_module(
-        "stack_facts",
-        f"python={fake_stack['python']} driver_version=580.159.04",
-        {},
-        system_path_without_nvidia_smi(),
-    )
-    f = res["ansible_facts"]["bwtune_stack"]
-    assert f["sgl_kernel"]["sm120a"] is True and f["sglang"]["flag_count"] == 4
 
 
 @pytest.mark.oracle

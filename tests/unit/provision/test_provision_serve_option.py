@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from bwtune import ansible_run, cli, exit_codes
 from bwtune.commands import provision
@@ -58,36 +56,3 @@ def test_without_serve_the_playbook_builds_only(calls: list[dict[str, Any]]) -> 
     assert cli.main(["provision", "-i", "inv.yml", "--check"]) == exit_codes.OK
     assert serve_value(calls[0]["extra_args"]) is None
     assert "--check" in calls[0]["extra_args"]
-
-
-def listed_hosts(tmp_path: Path, *extra: str) -> dict[str, list[str]]:
-    """play name -> its hosts, from ansible-playbook --list-hosts."""
-    inventory = tmp_path / "inventory.yml"
-    local = {"ansible_connection": "local"}
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"a": local, "b": local}}}))
-    cmd = [ansible_run.bwtune_bin("ansible-playbook"), "-i", str(inventory), "--list-hosts", *extra]
-    done = subprocess.run([*cmd, str(REPO / "playbooks" / "provision.yml")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    plays: dict[str, list[str]] = {}
-    for block in done.stdout.split("play #")[1:]:
-        name = block.split(": ", 1)[1].split("\t")[0]
-        plays[name] = block.split("):", 2)[-1].split() if "hosts (0)" not in block else []
-    return plays
-
-
-@pytest.mark.integration  # ansible-playbook --list-hosts
-@pytest.mark.parametrize(
-    ("extra", "served"),
-    [
-        ((), []),
-        (("-e", "provision_serve=true"), ["a", "b"]),
-        (("-e", "provision_serve=true", "-e", "provision_hosts=b"), ["b"]),
-    ],
-    ids=["build-only", "serve", "serve-provision-hosts"],
-)
-def test_the_serve_play_runs_on_the_provisioned_hosts_only_with_provision_serve(
-    tmp_path: Path, extra: tuple[str, ...], served: list[str]
-) -> None:
-    plays = listed_hosts(tmp_path, *extra)
-    assert list(plays) == ["Build and verify the SGLang stack", "Serve SGLang"]
-    assert sorted(plays["Serve SGLang"]) == served  # --list-hosts does not keep inventory order

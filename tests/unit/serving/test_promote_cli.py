@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from bwtune import cli, exit_codes, results_db
+from bwtune import results_db
 from bwtune.commands import promote
 
 RUN = "promote-unit-1"
@@ -70,16 +68,3 @@ def test_the_flag_changes_read_as_a_line() -> None:
     ]
     assert promote.describe_changes(changes) == "--tp-size 4 -> 8; --enable-metrics True -> unset"
     assert promote.describe_changes([]) == "no flag changes"
-
-
-@pytest.mark.integration  # the CLI end to end (ansible-inventory reads the inventory)
-def test_unknown_run_is_one_line_and_exit_2(
-    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    inventory = tmp_path / "inventory.yml"
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node": local}}}))
-    code = cli.main(["promote", "no-such-run", "-i", str(inventory), "--db", str(db)])
-    assert code == exit_codes.BAD_INPUT
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["bwtune: no run 'no-such-run' in the results database"]

@@ -3,19 +3,17 @@
 The group is what the run recorded (the result's `gpu` and `stack_fingerprint`); a host is
 in it when its facts now give the same two. The command's wiring is checked with the
 playbook runs replaced by recorded events (no Ansible); the facts playbook itself runs in
-the last test, which is `integration`.
+tests/integration/serving/test_promote_real_facts.py.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import ansible_run, cli, exit_codes, results_db
@@ -285,38 +283,6 @@ def test_a_simulated_result_is_refused_for_a_host_that_is_not_simulated_before_a
         "promote it to an inventory host with bwtune_simulated: true (it serves the stand-in; see "
         "inventory/local.yml)"
     ]
-
-
-@pytest.mark.integration  # the real facts playbook on two local hosts
-def test_real_facts_decide_and_nothing_is_touched_when_no_host_is_of_the_group(
-    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory = tmp_path / "inventory.yml"
-    hosts = {
-        # The stand-in's fake nvidia-smi: 8 x RTX PRO 6000 (sm120); the stack is this Python.
-        "node-a": {**local, "bwtune_simulated": True, "bwtune_stack_python": sys.executable},
-        "node-b": {**local, "bwtune_nvidia_smi": str(tmp_path / "no-nvidia-smi")},
-    }
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    ran: list[str] = []
-    real = ansible_run.run_playbook
-
-    def recording(name: str, *args: Any, **kwargs: Any) -> ansible_run.PlaybookRun:
-        ran.append(str(name))
-        if name != promote.FACTS_PLAYBOOK:
-            raise AssertionError(f"{name} ran: a host outside the group would have been touched")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(ansible_run, "run_playbook", recording)
-    monkeypatch.setenv("BWTUNE_HOME", str(tmp_path / "home"))
-    code = cli.main(["promote", RUN, "-i", str(inventory), "--db", str(db)])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == exit_codes.BAD_INPUT, err
-    assert ran == [promote.FACTS_PLAYBOOK]
-    assert len(err) == 1
-    assert "node-a: another hardware group: stack " in err[0] and f", the run's {FP}; node-b: " in err[0]
-    assert err[0].endswith("node-b: its GPUs are unknown (nvidia-smi-missing)")
 
 
 def test_a_successful_promotion_offers_the_recipe_export_and_check_does_not(

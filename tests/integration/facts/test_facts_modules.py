@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from .helpers import GPU_SETS, fake_nvidia_smi, run_module, system_path_without_nvidia_smi
+from tests.unit.facts.helpers import GPU_SETS, fake_nvidia_smi, run_module, system_path_without_nvidia_smi
 
 # Each test runs a real `ansible localhost -m ...` process (~1.5 CPU-s): not the fast loop.
 pytestmark = pytest.mark.integration
