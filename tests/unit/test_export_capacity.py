@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,7 @@ import pytest
 from bwtune import results_db
 from bwtune.analysis import pareto
 from bwtune.cli import main
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "db"))
-from capacity_sample import OBJECTIVE, RUN_ID, capacity_results
+from tests.unit.db.capacity_sample import OBJECTIVE, RUN_ID, capacity_results
 
 
 def _export(tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, *, simulated: bool = True) -> str:

@@ -4,7 +4,6 @@ front point), and the front of a stored run read through the store."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,7 @@ from hypothesis import strategies as st
 from bwtune import results_db
 from bwtune.analysis import pareto
 from bwtune.analysis.pareto import Point, dominates, mark_front, points_of
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "db"))
-from sample_results import sample_results
+from tests.unit.db.sample_results import sample_results
 
 
 def _p(name: str, tput: float, lat: float) -> Point:

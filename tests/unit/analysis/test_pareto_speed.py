@@ -5,7 +5,6 @@ the report's section, chart and markdown table, labelled SIMULATED on a stand-in
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -18,9 +17,7 @@ from bwtune import results_db, store
 from bwtune.analysis import pareto
 from bwtune.report import SIMULATED_LABEL, load_report, render_html, render_markdown
 from bwtune.report.model import ReportData
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "db"))
-from capacity_sample import OBJECTIVE, RUN_ID, capacity_results
+from tests.unit.db.capacity_sample import OBJECTIVE, RUN_ID, capacity_results
 
 
 @pytest.mark.parametrize(

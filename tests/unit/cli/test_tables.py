@@ -17,9 +17,7 @@ from bwtune import console, results_db
 from bwtune.cli import main
 from bwtune.commands import _sweep_output as sweep_output
 from bwtune.commands import facts
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "db"))
-from sample_results import sample_results
+from tests.unit.db.sample_results import sample_results
 
 REPO = Path(__file__).resolve().parents[3]
 SM120 = REPO / "examples" / "qwen35-397b-nvfp4-sm120.yml"

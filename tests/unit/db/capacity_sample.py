@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from sample_results import sample_results
+from tests.unit.db.sample_results import sample_results
 
 RUN_ID = "r20261202-capacity"
 WORKLOAD = "capacity"

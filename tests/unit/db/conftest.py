@@ -1,17 +1,13 @@
 from __future__ import annotations
 
 import sqlite3
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from sample_results import sample_results
-
 from bwtune import results_db
+from tests.unit.db.sample_results import sample_results
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-from sample_results import sample_results
 
 from bwtune import results_db
 from bwtune.cli import main
+from tests.unit.db.sample_results import sample_results
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sample_results import sample_results
 
 from bwtune import results_db
 from bwtune.cli import main
+from tests.unit.db.sample_results import sample_results
 
 
 def _fingerprint(folder: Path) -> dict[str, tuple[bytes, int]]:

@@ -5,11 +5,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sample_results import FAILURES, sample_results, write_jsonl
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
 from bwtune import results_db
 from bwtune.store import schema
+from tests.unit.db.sample_results import FAILURES, sample_results, write_jsonl
 
 
 def _counts(conn: sqlite3.Connection) -> dict[str, int]:

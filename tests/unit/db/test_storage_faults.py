@@ -14,10 +14,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sample_results import sample_results, write_jsonl
 
 from bwtune import results_db
 from bwtune.cli import main
+from tests.unit.db.sample_results import sample_results, write_jsonl
 
 
 @pytest.fixture

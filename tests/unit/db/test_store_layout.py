@@ -11,11 +11,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sample_results import sample_results
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
 from bwtune import store
 from bwtune.store import lines, schema
+from tests.unit.db.sample_results import sample_results
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "bwtune"
 STORE = SRC / "store"

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sample_results import sample_results, write_jsonl
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import results_db
 from bwtune.cli import main
 from bwtune.report import load_report, model, render_html, render_markdown
 from bwtune.store import files as store_files
+from tests.unit.db.sample_results import sample_results, write_jsonl
 
 
 def _many(count: int, run_id: str = "r-big") -> list[dict[str, Any]]:

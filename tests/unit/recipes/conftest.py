@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "db"))
-
-from recipe_store import RUN, STACK, make_store
-from sample_results import sample_results
+from tests.unit.db.sample_results import sample_results
+from tests.unit.recipes.recipe_store import RUN, STACK, make_store
 
 
 @pytest.fixture

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "db"))
 
 from bwtune import store
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recipe_store import STACK
-from test_check import host_facts
 
 from bwtune import ansible_run, cli, exit_codes
 from bwtune.app import promote_service
 from bwtune.recipes import apply, recipe_file
+from tests.unit.recipes.recipe_store import STACK
+from tests.unit.recipes.test_check import host_facts
 
 
 class FakeAnsible:

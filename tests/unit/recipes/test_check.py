@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recipe_store import RUN, STACK
 
 from bwtune import cli, exit_codes
 from bwtune.recipes import check, recipe_file
+from tests.unit.recipes.recipe_store import RUN, STACK
 
 
 def host_facts(**changes: Any) -> dict[str, Any]:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from recipe_store import GPU_FACTS, RUN, STACK, make_store
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
 from bwtune import cli, exit_codes, store
 from bwtune.recipes import recipe_file
+from tests.unit.recipes.recipe_store import GPU_FACTS, RUN, STACK, make_store
 
 REPO = Path(__file__).parents[3]
 SCHEMA = json.loads((REPO / "docs" / "recipe.schema.json").read_text())

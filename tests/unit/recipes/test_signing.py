@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from recipe_store import RUN
 
 from bwtune import cli, exit_codes
 from bwtune.recipes import recipe_file, signing
+from tests.unit.recipes.recipe_store import RUN
 
 
 def _key(folder: Path, name: str) -> Path:

@@ -7,11 +7,11 @@ import sqlite3
 from typing import Any
 
 import pytest
-from recipe_store import RUN
-from sample_results import sample_results
 
 from bwtune import store
 from bwtune.recipes import recipe_file, verify
+from tests.unit.db.sample_results import sample_results
+from tests.unit.recipes.recipe_store import RUN
 
 SCRATCH = "scratch-1"
 

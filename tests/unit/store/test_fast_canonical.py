@@ -9,7 +9,6 @@ import hashlib
 import json
 import random
 import struct
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,7 @@ from hypothesis import strategies as st
 
 from bwtune import results_db
 from bwtune.store import lines
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "db"))
-from sample_results import sample_results
+from tests.unit.db.sample_results import sample_results
 
 
 def _json_canonical(value: Any) -> str:
