@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -94,9 +95,12 @@ def _tier_rank(item: pytest.Item) -> int:
     return len(_FIRST)
 
 
-@pytest.hookimpl(trylast=True)  # after every conftest has marked its tests
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    # Mark before every other implementation, `-m`'s deselection among them (a marker added
+    # after it selects nothing); order after all of them, once every conftest has marked.
     _mark_by_place_and_use(items)
+    yield
     per_file = Counter(item.path for item in items)
     rank = {item.path: len(_FIRST) for item in items}
     for item in items:  # a file goes with its longest tier
