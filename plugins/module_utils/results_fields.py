@@ -135,7 +135,11 @@ FIELDS: tuple[Field, ...] = (
            doc="The stack's components (torch, CUDA, SGLang and its commit, sgl-kernel and its build, "
            "FlashInfer, driver) that regression attribution reads; older lines lack it."),
     _field("gpu", "text", **_column("results", "gpu", "TEXT", "value"), json="gpu",
-           doc="The hardware group, e.g. `sm120`."),
+           doc="The GPUs' SM tag, e.g. `sm120` (the whole hardware group: `hardware`)."),
+    _field("hardware", "object", json="hardware",
+           doc="The hardware group it was measured on, from the node's GPU facts: `gpu_model` (the GPUs' "
+           "name, null for several kinds), `gpu_count`, `sm` (as `gpu`) and `interconnect` (`nvlink`, "
+           "`partial-nvlink`, `pcie`, `none`, `unknown`), each null where unknown; older lines lack it."),
     _field("sglang_version", "text", **_column("results", "sglang_version", "TEXT", "value"),
            json="sglang_version", doc="The SGLang release of the plan, e.g. `0.5.23`."),
     _field("started_at", "text", **_column("results", "started_at", "TEXT", "value"), json="started_at",
@@ -192,7 +196,7 @@ VIEW_ORDER = (
     "id", "host", "status", "flags", "failure", "metrics", "argv", "launch_command", "point",
     "simulated", "objective", "objective_ci95", "objective_launches", "reasons", "timings",
     "release", "cold_start", "screened_out", "duplicate_of", "attempt", "started_at",
-    "finished_at", "gpu", "sglang_version", "stack_fingerprint",
+    "finished_at", "gpu", "hardware", "sglang_version", "stack_fingerprint",
 )  # fmt: skip
 
 

@@ -61,6 +61,33 @@ def make_line(**fields: Any) -> dict[str, Any]:
     return line
 
 
+# A line's `hardware`: the parts of its hardware group the node knows (results_fields).
+HARDWARE_PARTS = ("gpu_model", "gpu_count", "sm", "interconnect")
+# bwtune_gpu.sm when the GPUs are of several generations.
+_MIXED_SM = "mixed"
+
+
+def hardware_of(gpu_facts: Any, sm: Any = None) -> dict[str, Any]:
+    """A line's `hardware` from the node's GPU facts (gpu_info.build_facts' keys: count,
+    gpus[].name, sm, interconnect) and the line's SM tag `sm` (the plan's `gpu`, which the
+    planner checked against the facts): each part null where the facts do not say it (no
+    facts, no GPUs found, GPUs of several kinds)."""
+    facts = gpu_facts if isinstance(gpu_facts, Mapping) else {}
+    known = bool(facts.get("available"))
+    names = {g.get("name") for g in facts.get("gpus") or [] if isinstance(g, Mapping)}
+    model = names.pop() if known and len(names) == 1 else None
+    count = facts.get("count") if known else None
+    interconnect = facts.get("interconnect") if known else None
+    if not (isinstance(sm, str) and sm):
+        sm = facts.get("sm") if known and facts.get("sm") != _MIXED_SM else None
+    return {
+        "gpu_model": model if isinstance(model, str) and model else None,
+        "gpu_count": count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None,
+        "sm": sm if isinstance(sm, str) and sm else None,
+        "interconnect": interconnect if isinstance(interconnect, str) and interconnect else None,
+    }
+
+
 def make_failure(failure_class: str, message: str, log_tail: Sequence[str] = ()) -> dict[str, Any]:
     if failure_class not in FAILURE_CLASSES:
         raise ValueError(
@@ -135,7 +162,8 @@ def _check_type(kind: type, noun: str, then: _Check | None = None) -> _Check:
 
 
 def _check_object(field: results_fields.Field) -> _Check:
-    return _check_type(dict, "an object or null" if field.default is None else "an object")
+    noun = "an object or null" if field.default is None else "an object"
+    return _check_type(dict, noun, _OBJECT_PARTS.get(field.name))
 
 
 def _check_list(field: results_fields.Field) -> _Check:
@@ -213,6 +241,28 @@ def _check_failure(field: results_fields.Field) -> _Check:
     return check
 
 
+def _hardware_parts(record: Mapping[str, Any], where: str, name: str) -> None:
+    block = record[name]
+    unknown = sorted(set(block) - set(HARDWARE_PARTS))
+    if unknown:
+        raise ResultsFormatError("%s: %s has unknown parts %s" % (where, name, ", ".join(unknown)))
+    for part in ("gpu_model", "sm", "interconnect"):
+        value = block.get(part)
+        if value is not None and not (isinstance(value, str) and value):
+            raise ResultsFormatError(
+                "%s: %s.%s must be a non-empty string or null, got %r" % (where, name, part, value)
+            )
+    count = block.get("gpu_count")
+    if count is not None and not (isinstance(count, int) and not isinstance(count, bool) and count > 0):
+        raise ResultsFormatError(
+            "%s: %s.gpu_count must be a whole number > 0 or null, got %r" % (where, name, count)
+        )
+
+
+# What an object field holds, checked part by part where a field's parts are fixed.
+_OBJECT_PARTS: dict[str, _Check] = {"hardware": _hardware_parts}
+
+
 _CHECKS_BY_KIND: dict[str, Callable[[results_fields.Field], _Check]] = {
     "schema": _check_schema,
     "run id": _check_run_id,
@@ -241,7 +291,7 @@ def validate_line(record: Any, where: str = "<result>") -> None:
 
     The checks are results_fields.FIELDS', in field order: first that every required key is
     there, then each field by its kind. Fields added after schema 1 (launch_command,
-    release, screened_out, duplicate_of, stack, cold_start, objective) are optional so
+    release, screened_out, duplicate_of, stack, hardware, cold_start, objective) are optional so
     lines of older nodes still load; when present their type is checked.
     """
     if not isinstance(record, dict):

@@ -13,6 +13,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils import (
     node_outcome,
     results_contract,
     results_file,
+    results_line,
     strategies,
 )
 from ansible_collections.bwtune.sglang.plugins.module_utils.sweep_failures import SweepFailed
@@ -38,6 +39,9 @@ class SweepCore:
         self.objective = strategies.Objective.from_matrix({**options.matrix, **the_plan})
         self.scores = strategies.Scoreboard(self.objective)
         self.results = results_file.ResultsFile(options.results_path)
+        # Every line records its hardware group (model, count, SM, interconnect) from the
+        # node's GPU facts (the stand-in's fake nvidia-smi gives them too), SM as the plan's.
+        self.hardware = results_line.hardware_of((options.facts or {}).get("gpu"), the_plan.get("gpu"))
         self.reference: list[dict[str, Any]] | None = None
         # The gate under load: the workloads' own sampled outputs (correctness.OutputAudit).
         self.output_audit = correctness.OutputAudit()
@@ -66,6 +70,7 @@ class SweepCore:
             "stack_fingerprint": self.options.fingerprint,
             "stack": self.options.stack_components,
             "gpu": self.plan.get("gpu"),
+            "hardware": dict(self.hardware),
             "sglang_version": self.plan.get("sglang_version"),
             "finished_at": now(),
             "reasons": config.get("reasons", []),

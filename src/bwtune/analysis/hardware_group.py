@@ -10,15 +10,16 @@ are linked (interconnect) and the software stack's fingerprint. Two grains of it
   groups hosts by it (one sweep's results hold for each of its groups).
 
 Where the parts come from: a host's facts now (`bwtune_gpu`, `bwtune_stack`, as
-bwtune.sglang.gpu_facts and stack_facts return them), or a results line (`gpu`, the SM tag,
-and `stack_fingerprint`) together with the GPU facts the results database kept of the
-host for that run (the `hosts` table's summary: count, interconnect, "8 x NAME"). A
-results line records no GPU model, count or interconnect itself.
+bwtune.sglang.gpu_facts and stack_facts return them), or a results line: its `hardware`
+(model, count, SM, interconnect, which the node records from its GPU facts since issue 25)
+and `stack_fingerprint`. An older line has only `gpu` (the SM tag); its other parts come
+from the GPU facts the results database kept of the host for that run (the `hosts`
+table's summary: count, interconnect, "8 x NAME"), where it kept any.
 
 Unknown parts: the SM and the stack fingerprint are compared as they are (two lines that
 both lack them are alike, as before). The model, count and interconnect are compared only
-where both sides know them: runs imported without facts, or recorded before the sweep kept
-host facts, know only the SM; refusing them would drop every older run's history.
+where both sides know them: older lines imported without facts, or recorded before the
+sweep kept host facts, know only the SM; refusing them would drop every older run's history.
 `missing()` says what a group does not know, so a caller can say so.
 """
 
@@ -68,19 +69,22 @@ class HardwareGroup:
     def of_result(
         cls, result: Mapping[str, Any], gpu_facts: Mapping[str, Any] | None = None
     ) -> HardwareGroup:
-        """The group a results line (or a `--json` result) was measured on. `gpu_facts` is
-        what the database kept of its host's GPUs for that run (store.run_hosts' `gpu_facts`,
+        """The group a results line (or a `--json` result) was measured on: its `hardware`
+        (model, count, SM, interconnect, as the node recorded them) where the line has it.
+        Each part it lacks (older lines lack the whole field) comes from `gpu_facts`, what
+        the database kept of its host's GPUs for that run (store.run_hosts' `gpu_facts`,
         store.gpu_facts_summary's keys), where it kept any."""
+        recorded = _mapping(result.get("hardware"))
+        sm = _text(recorded.get("sm")) or _text(result.get("gpu"))
         kept = gpu_facts or {}
-        sm = _text(result.get("gpu"))
         kept_sm = _text(kept.get("sm"))
         if sm is not None and kept_sm is not None and kept_sm != sm:
             kept = {}  # facts of other GPUs than the line's (the host was re-imaged): not this line's
         return cls(
-            gpu_model=_model_of_message(kept.get("gpus")),
-            gpu_count=_count(kept.get("count")),
+            gpu_model=_text(recorded.get("gpu_model")) or _model_of_message(kept.get("gpus")),
+            gpu_count=_count(recorded.get("gpu_count")) or _count(kept.get("count")),
             sm=sm or (None if kept_sm == MIXED else kept_sm),
-            interconnect=_text(kept.get("interconnect")),
+            interconnect=_text(recorded.get("interconnect")) or _text(kept.get("interconnect")),
             stack_fingerprint=_text(result.get("stack_fingerprint")),
         )
 
