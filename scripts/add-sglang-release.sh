@@ -27,8 +27,8 @@ cd "$root"
 exec nice -n 10 "$python" - "$version" <<'PY'
 import sys
 
-sys.path[:0] = ["tests/unit", "tests/oracle"]
-import test_planner_vs_sglang as differential
+sys.path[:0] = ["."]  # the repository root: tests/oracle/ is imported as the package tests.oracle
+from tests.oracle import test_planner_vs_sglang as differential
 
 version = sys.argv[1]
 disagreements = 0

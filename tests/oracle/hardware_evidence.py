@@ -19,9 +19,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import releases
+# Imported as tests.oracle.* (pytest): siblings from the package, one copy each; run as a
+# script or imported by its bare name (scripts/): siblings by their bare names too.
+if __package__:
+    from tests.oracle import releases
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import releases
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import rule_model
 

@@ -1,12 +1,12 @@
 """Render the differential suite's findings per rule x release for docs/sglang-rules-evidence.md.
 
     BWTUNE_ORACLE_RESULTS=tests/oracle/release_findings.json \\
-        .venv/bin/pytest -m oracle tests/unit/test_planner_vs_sglang.py   # refresh the data
+        .venv/bin/pytest -m oracle tests/oracle/test_planner_vs_sglang.py   # refresh the data
     .venv/bin/python tests/oracle/release_evidence.py            # print the section
     .venv/bin/python tests/oracle/release_evidence.py --write    # put it into the doc
 
 The data, tests/oracle/release_findings.json, is what `compare()` of
-tests/unit/test_planner_vs_sglang.py found per "VERSION GPU": counts, disagreements, and per
+tests/oracle/test_planner_vs_sglang.py found per "VERSION GPU": counts, disagreements, and per
 rule what SGLang did with the configs the rule prunes (or, for an `sglang` rule whose version
 range leaves the release out, the configs it would refuse): how many it accepted and the
 source lines that refused the others. The doc holds the rendering between the two markers
@@ -23,9 +23,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import releases  # noqa: E402
+# Imported as tests.oracle.* (pytest): siblings from the package, one copy each; run as a
+# script or imported by its bare name (scripts/): siblings by their bare names too.
+if __package__:
+    from tests.oracle import releases
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import releases
 
 from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, rules  # noqa: E402
 
@@ -131,7 +135,7 @@ def render(found: dict[str, dict[str, Any]]) -> str:
     out += [
         "",
         "Known gaps: rule probes where releases and the rules disagree, listed in PROBE_GAPS of",
-        "tests/unit/test_planner_vs_sglang.py (recorded, not failures; no example config reaches them):",
+        "tests/oracle/test_planner_vs_sglang.py (recorded, not failures; no example config reaches them):",
         "",
         "| probe | releases (GPUs) | what happens |",
         "|---|---|---|",

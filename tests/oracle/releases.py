@@ -70,8 +70,11 @@ class ReleaseError(RuntimeError):
 
 def shared_python() -> Path:
     """The shared environment's python (built by make_venv.sh on first use)."""
-    sys.path.insert(0, str(ORACLE_DIR))
-    import sglang_oracle
+    if __package__:  # imported as tests.oracle.releases: the same package, one copy
+        from tests.oracle import sglang_oracle
+    else:  # a script, or imported by its own name (sys.path holding tests/oracle/)
+        sys.path.insert(0, str(ORACLE_DIR))
+        import sglang_oracle
 
     return sglang_oracle.oracle_python(SHARED)
 

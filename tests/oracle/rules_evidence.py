@@ -12,9 +12,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import sglang_oracle
+# Imported as tests.oracle.* (pytest): siblings from the package, one copy each; run as a
+# script or imported by its bare name (scripts/): siblings by their bare names too.
+if __package__:
+    from tests.oracle import sglang_oracle
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import sglang_oracle
 
 BASE = ["--model-path", str(sglang_oracle.QWEN35_NVFP4), "--tp-size", "8"]
 FP4 = ["--quantization", "modelopt_fp4"]

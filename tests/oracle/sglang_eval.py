@@ -31,7 +31,7 @@ child per GPU simulates that GPU, imports SGLang and evaluates every case of tha
 turn, putting back after each case what argument processing may change: the environment
 (SGLang's `envs` write to it), every sglang module's globals, and the functools caches in
 those modules (a cached HF config is mutated in place by ModelConfig). The verdicts equal
-the forked ones (tests/unit/test_oracle_inprocess.py compares them).
+the forked ones (tests/oracle/test_oracle_inprocess.py compares them).
 
 The GPU is simulated below SGLang: torch.cuda's probes answer for eight GPUs of the
 chosen kind, and a fake `nvidia-smi` on PATH answers SGLang's queries. NVML is absent,

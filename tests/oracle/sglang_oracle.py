@@ -27,8 +27,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import releases
+# Imported as tests.oracle.* (pytest): siblings from the package, one copy each; run as a
+# script or imported by its bare name (scripts/): siblings by their bare names too.
+if __package__:
+    from tests.oracle import releases
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import releases
 
 ORACLE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = ORACLE_DIR.parent.parent

@@ -5,14 +5,11 @@ the doc cannot drift from the data; and that data covers every release on every 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+from tests.oracle import release_evidence, releases, sglang_oracle
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "oracle"))
-import release_evidence  # noqa: E402
-import releases  # noqa: E402
-import sglang_oracle  # noqa: E402
 
 FOUND = json.loads(release_evidence.FINDINGS.read_text())
 

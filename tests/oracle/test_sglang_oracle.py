@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.oracle import sglang_oracle
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "oracle"))
-import sglang_oracle  # noqa: E402
 
 # Building the two oracle venvs on a clean machine takes several minutes (first test only).
 pytestmark = [pytest.mark.oracle, pytest.mark.timeout(2400)]

@@ -48,11 +48,10 @@ from typing import Any
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import Workload, run_workload
+from tests.unit.sweep_parts.bench_serving_env import ensure_bench_serving, run_bench_serving
 
-from .bench_serving_env import ensure_bench_serving, run_bench_serving
-
-HERE = Path(__file__).parent
-REPO = HERE.parents[2]
+REPO = Path(__file__).resolve().parents[3]
+SENDLOG = REPO / "tests" / "unit" / "sweep_parts" / "standin_sendlog.py"  # beside its unit tests
 MODEL = REPO / "tests" / "fixtures" / "models" / "qwen35-397b-a17b-nvfp4"
 # The default profile's SM120 baseline: 16 running requests decode at ~25 ms per step.
 FLAGS = ["--quantization", "modelopt_fp4", "--moe-runner-backend", "flashinfer_cutlass", "--tp-size", "8"]
@@ -103,7 +102,7 @@ class SendLoggedStandin:
         env = {**os.environ, "BWTUNE_STANDIN_STARTUP_SCALE": "0.001", "BWTUNE_STANDIN_SEED": "1"}
         env.pop("BWTUNE_STANDIN_PROFILE", None)
         env.pop("BWTUNE_STANDIN_FAULT", None)
-        argv = [sys.executable, str(HERE / "standin_sendlog.py"), str(self.log), "--model-path", str(MODEL),
+        argv = [sys.executable, str(SENDLOG), str(self.log), "--model-path", str(MODEL),
                 "--host", "127.0.0.1", "--port", str(self.port), *FLAGS]  # fmt: skip
         with open(self.console, "w") as out:
             self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)

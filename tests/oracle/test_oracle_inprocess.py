@@ -4,16 +4,11 @@ differential suite relies on it to check every release on every GPU within CI's 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "oracle"))
-import rules_evidence  # noqa: E402  (the rule probes: every rule's edge cases)
-import sglang_oracle  # noqa: E402
+from tests.oracle import rules_evidence, sglang_oracle  # rules_evidence: every rule's edge cases
 
 pytestmark = [pytest.mark.oracle, pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "oracle"))
-import releases  # noqa: E402
-import sglang_oracle  # noqa: E402
+from ansible_collections.bwtune.sglang.plugins.module_utils import catalog
+from tests.oracle import releases, sglang_oracle
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 # Installing the releases on a clean machine takes several minutes (first test only).
 pytestmark = [pytest.mark.oracle, pytest.mark.timeout(2400)]

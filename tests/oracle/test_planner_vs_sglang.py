@@ -25,7 +25,6 @@ import copy
 import functools
 import json
 import os
-import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -37,11 +36,11 @@ import yaml
 from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, planner, rules
 from ansible_collections.bwtune.sglang.plugins.module_utils import matrix as matrix_mod
 
+# releases: every release, --no-deps, beside one shared environment; rules_evidence: the rule
+# probes; sglang_oracle: H1's oracle, real SGLang's own argument processing
+from tests.oracle import releases, rules_evidence, sglang_oracle
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "oracle"))
-import releases  # noqa: E402
-import rules_evidence  # noqa: E402  (the rule probes)  (every release, --no-deps, beside one shared environment)
-import sglang_oracle  # noqa: E402  (H1's oracle: real SGLang's own argument processing)
 
 # A clean machine builds the shared oracle venv and installs the releases first (minutes);
 # then ~15-35 CPU-s per release for its three GPUs.
