@@ -353,7 +353,13 @@ def plan_from_runs(
         named = f"config {config_id} (the bad run's best; --config names another)"
     bad = _side(bad_run, "bad", bad_lines, config_id, host, objective, named)
     good = _side(good_run, "good", good_lines, config_id, host, objective, named)
-    plan = make_plan(good.stack, bad.stack, candidates)
+    try:
+        plan = make_plan(good.stack, bad.stack, candidates)
+    except BisectError as err:  # a candidates list that does not fit: name the file it came from
+        message = str(err.args[0] if err.args else err)
+        if candidates_source and message.startswith("candidates for "):
+            raise BisectError(f"--candidates {candidates_source}: {message}") from None
+        raise
     sources = {
         c.key: (
             f"from {candidates_source or 'the candidates'}"

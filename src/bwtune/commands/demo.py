@@ -143,6 +143,8 @@ def _resume(args: argparse.Namespace) -> sweep_service.SweepRequest:
             "give one of them"
         )
     saved = sweep_service.load_settings(args.resume, "--resume")
+    if saved is None and not store.run_dir(args.resume).is_dir():
+        raise sweep_service.unknown_run(args.resume, "--resume")
     if saved is None or saved.command != NAME:
         raise sweep_service.BadInput(
             f"--resume {args.resume}: not a demo run (resume it with bwtune sweep --resume)"

@@ -147,7 +147,7 @@ def _export(args: argparse.Namespace) -> int:
     print(f"recipe: {args.output}: config {measured['config_id']} of run {args.run_id}{simulated}")
     if args.sign_key:
         try:
-            print(f"signature: {signing.sign(args.output, args.sign_key)}")
+            print(f"signature: {signing.sign(args.output, args.sign_key, '--sign-key')}")
         except signing.SigningError as exc:
             return _fail("export", f"{exc} (the recipe itself is written, unsigned)")
     return exit_codes.OK
@@ -346,12 +346,25 @@ def _apply_progress(check_mode: bool) -> Any:
     return show
 
 
+def _check_attestation(path: Path | None) -> None:
+    """Refuse, before any launch, an --attestation that cannot be written: a folder, or one
+    under a path that is not a folder."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise recipe_file.RecipeError(f"--attestation {path}: is a folder; name the file to write")
+    parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise recipe_file.RecipeError(f"--attestation {path}: {parent} is not a folder")
+
+
 def _verify(args: argparse.Namespace) -> int:
     try:
         if not 1 <= args.launches <= MAX_LAUNCHES:
             raise recipe_file.RecipeError(f"--launches {args.launches}: between 1 and {MAX_LAUNCHES}")
         recipe, inventory, extra_vars = _inventory(args, "verify")
         matrix = verify.matrix_of(recipe, args.model_path)
+        _check_attestation(args.attestation)
         store.check_writable()
     except (*BAD_INPUTS, store.StorageError) as exc:
         return _fail("verify", exc)
@@ -411,8 +424,17 @@ def _verify(args: argparse.Namespace) -> int:
     if args.attestation:
         written.append(args.attestation)
     for path in written:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:  # the launches are stored all the same: say so, and where
+            print(f"{args.file}: {result.line}")
+            return _fail(
+                "verify",
+                f"{path}: cannot write the attestation ({exc.strerror or exc}); the launches are "
+                f"stored in run {request.run_id} (bwtune report {request.run_id})",
+                exit_codes.HOST_FAILED,
+            )
     if args.json:
         body = dataclasses.asdict(result)
         print(json.dumps({**body, "attestation": [str(p) for p in written]}, indent=2))

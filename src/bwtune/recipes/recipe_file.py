@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import socket
 import sqlite3
@@ -22,8 +23,15 @@ from bwtune import __version__, regression, store
 SCHEMA = 1
 KIND = "bwtune-recipe"
 REDACTED = "REDACTED"
-# A flag or environment name that holds a secret: its value never reaches a recipe.
-SECRET_NAME = re.compile(r"(api[-_]?key|token|secret|password|passwd|credential|auth)", re.IGNORECASE)
+# A flag or environment name that holds a secret: its value never reaches a recipe. A whole
+# word of the name (`--hf-token`, `HF_TOKEN`, `--api-key`), never a part of one: SGLang's
+# `--max-total-tokens` and `--tokenizer-path` are tuning flags, not secrets.
+SECRET_NAME = re.compile(
+    r"(?:^|[-_])(?:api[-_]?key|apikey|token|secret|password|passwd|credentials?|auth|authorization)(?:$|[-_=])",
+    re.IGNORECASE,
+)
+# A recipe is a few kilobytes; a file far larger is not one (and is not read whole).
+MAX_BYTES = 16 * 1024 * 1024
 # What the sweep adds to every launch and never records (`--api-key`: a secret).
 ADDED_BY_SWEEP = ("--host", "--port", "--api-key")
 # The stack components a results line records (`stack`), as regression attribution names them.
@@ -267,23 +275,65 @@ def check_shape(recipe: Any) -> list[str]:
         problems.append(f"schema {recipe['schema']!r}: this bwtune reads recipe schema {SCHEMA}")
     if not isinstance(recipe["simulated"], bool):
         problems.append("simulated is not true or false")
-    launch = recipe["launch"]
-    if not isinstance(launch, Mapping) or not isinstance(launch.get("argv"), list):
-        problems.append("launch.argv is not a list")
-    if not isinstance(recipe["results"], Mapping) or not isinstance(recipe["results"].get("launches"), list):
-        problems.append("results.launches is not a list")
+    # docs/recipe.schema.json's types: what check, apply and verify read, before any host is.
+    for key in ("measured", "hardware", "stack", "checkpoint", "launch", "objective", "results", "gate"):
+        if not isinstance(recipe[key], Mapping):
+            problems.append(f"{key} is not an object")
+    if not isinstance(recipe["workloads"], list) or not all(
+        isinstance(w, Mapping) for w in recipe["workloads"]
+    ):
+        problems.append("workloads is not a list of objects")
+    if problems:
+        return problems
+    measured = recipe["measured"]
+    for key in ("run_id", "config_id", "host"):
+        if not isinstance(measured.get(key), str) or not measured.get(key):
+            problems.append(f"measured.{key} is not a string")
+    argv = recipe["launch"].get("argv")
+    if not isinstance(argv, list) or not all(isinstance(word, str) for word in argv):
+        problems.append("launch.argv is not a list of strings")
+    else:
+        problems += _secrets_in(argv)
+    launches = recipe["results"].get("launches")
+    if not isinstance(launches, list) or not all(isinstance(one, Mapping) for one in launches):
+        problems.append("results.launches is not a list of objects")
     return problems
+
+
+def _secrets_in(argv: Sequence[str]) -> list[str]:
+    """A secret-looking flag of the argv that holds a value other than REDACTED: a recipe never
+    holds a secret (`recipe export` redacts them), and none would reach a node or the store."""
+    for n, word in enumerate(argv):
+        if not word.startswith("--") or not SECRET_NAME.search(word):
+            continue
+        name, eq, value = word.partition("=")
+        if not eq:
+            following = argv[n + 1] if n + 1 < len(argv) else "--"
+            value = "" if following.startswith("--") else following
+        if value and value != REDACTED:
+            return [
+                f"launch.argv gives {name} a value: a recipe never holds a secret (bwtune recipe "
+                f"export writes {REDACTED}); drop it and give it on the hosts (server_env, or -e)"
+            ]
+    return []
 
 
 def load(path: str) -> dict[str, Any]:
     """A recipe file, checked; RecipeError naming the file and what is wrong."""
     try:
         with open(path, encoding="utf-8") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_BYTES:
+                raise RecipeError(f"{path}: {size} bytes, not a recipe (a recipe is a few kilobytes)")
             recipe = json.load(handle)
+    except RecipeError:
+        raise
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except ValueError as exc:
         raise RecipeError(f"{path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: not a bwtune recipe: nested too deep to be one") from None
     problems = check_shape(recipe)
     if problems:
         raise RecipeError(f"{path}: not a bwtune recipe: {problems[0]}")

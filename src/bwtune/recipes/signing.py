@@ -50,6 +50,8 @@ def manifest(data: bytes) -> dict[str, Any]:
         recipe = json.loads(data)
     except ValueError as exc:
         raise SigningError(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise SigningError("not JSON a recipe can be: nested too deep") from None
     if not isinstance(recipe, Mapping):
         raise SigningError("not a JSON object")
     return {
@@ -79,19 +81,20 @@ def _tool_line(result: subprocess.CompletedProcess[bytes]) -> str:
     return text[-1] if text else f"exit {result.returncode}"
 
 
-def sign(path: str, key: str) -> str:
-    """Sign the recipe at `path` with the SSH private key `key`; the signature file's path."""
+def sign(path: str, key: str, key_flag: str = "--key") -> str:
+    """Sign the recipe at `path` with the SSH private key `key` (given as `key_flag`, which
+    the messages name); the signature file's path."""
+    try:
+        recipe_file.load(path)  # first: it refuses a file too large to be a recipe unread
+    except recipe_file.RecipeError as exc:
+        raise SigningError(str(exc)) from None
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as exc:
         raise SigningError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        recipe_file.load(path)
-    except recipe_file.RecipeError as exc:
-        raise SigningError(str(exc)) from None
     if not os.path.isfile(key):
-        raise SigningError(f"--key {key}: no such key file")
+        raise SigningError(f"{key_flag} {key}: no such key file")
     body = recipe_file.canonical(manifest(data))
     with tempfile.TemporaryDirectory(prefix="bwtune-sign-") as tmp:
         message = os.path.join(tmp, "manifest.json")
@@ -101,7 +104,7 @@ def sign(path: str, key: str) -> str:
         # stdin is closed so a prompt fails instead of waiting.
         result = _run([_ssh_keygen(), "-q", "-Y", "sign", "-n", NAMESPACE, "-f", key, message], stdin=b"")
         if result.returncode != 0:
-            raise SigningError(f"--key {key}: ssh-keygen could not sign: {_tool_line(result)}")
+            raise SigningError(f"{key_flag} {key}: ssh-keygen could not sign: {_tool_line(result)}")
         with open(message + ".sig", encoding="ascii") as handle:
             armored = handle.read()
     out = path + ".sig"
