@@ -58,10 +58,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"bwtune import: {err}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     except store.DB_INPUT_ERRORS as err:
-        print(
-            f"bwtune import: results database {args.db or store.default_db_path()}: {err}",
-            file=sys.stderr,
-        )
+        where = Path(args.db) if args.db else store.default_db_path()
+        print(f"bwtune import: results database {where}: {_database_error(where, err)}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     skipped = 0
     for warning in summary.warnings:
@@ -87,3 +85,14 @@ def _read_matrix(path: str) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a matrix must be a mapping")
     return data
+
+
+def _database_error(path: Path, err: Exception) -> str:
+    """What keeps the database at `path` from opening, in words: a folder on its way that is a
+    file (a BWTUNE_HOME that is one), or the system's reason, never a bare errno."""
+    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        return f"cannot create it: {blocked} is a file, not a folder"
+    if isinstance(err, OSError) and err.strerror:
+        return f"cannot open it ({err.strerror})"
+    return str(err)

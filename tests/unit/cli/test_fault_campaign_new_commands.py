@@ -278,3 +278,21 @@ def test_demo_resume_of_a_run_never_started_says_so(home: Path, capsys: pytest.C
     line = _one_line(err)
     assert line.startswith("bwtune: demo: --resume r-never: no run r-never was started from here")
     assert not (home / "runs" / "r-never").exists()
+
+
+def test_import_into_a_home_that_is_a_file_says_so_in_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.write_text("")  # BWTUNE_HOME is a file
+    monkeypatch.setenv("BWTUNE_HOME", str(home))
+    monkeypatch.delenv("BWTUNE_DB", raising=False)
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(line) + "\n" for line in _lines()))
+    code, out, err = _main(capsys, "import", str(results))
+    assert code == exit_codes.BAD_INPUT
+    assert _one_line(err) == (
+        f"bwtune import: results database {home / 'results.db'}: cannot create it: "
+        f"{home} is a file, not a folder"
+    )
+    assert out == "" and home.read_text() == ""
