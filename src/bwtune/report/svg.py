@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -136,6 +136,38 @@ def bar_chart(bars: Sequence[Bar], *, title: str, unit: str, simulated: bool) ->
     return "".join(parts)
 
 
+def _frame(
+    parts: list[str],
+    box: tuple[float, float, float, float],
+    x_ticks: list[float],
+    y_ticks: list[float],
+    scale: tuple[Callable[[float], float], Callable[[float], float]],
+    labels: tuple[str, str],
+    height: float,
+) -> None:
+    """A scatter chart's frame into `parts`: the grid at the ticks, their labels, the plot's
+    box and the two axis titles (`labels`: x, y; plain text, escaped here). `box` is
+    (left, top, plot width, plot height), `scale` the data-to-pixel maps of x and y."""
+    left, top, plot_w, plot_h = box
+    sx, sy = scale
+    for tick, text in zip(x_ticks, tick_labels(x_ticks), strict=True):
+        x = sx(tick)
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#e5e7eb"/>')
+        parts.append(_text(x, top + plot_h + 16, text, anchor="middle", size=11, fill=AXIS_COLOR))
+    for tick, text in zip(y_ticks, tick_labels(y_ticks), strict=True):
+        y = sy(tick)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#e5e7eb"/>')
+        parts.append(_text(left - 8, y, text, anchor="end", size=11, fill=AXIS_COLOR, middle=True))
+    parts.append(
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="{AXIS_COLOR}"/>'
+    )
+    parts.append(_text(left + plot_w / 2, height - 12, labels[0], anchor="middle", size=12, fill=AXIS_COLOR))
+    parts.append(
+        f'<text x="18" y="{top + plot_h / 2:.1f}" transform="rotate(-90 18 {top + plot_h / 2:.1f})" '
+        f'text-anchor="middle" font-size="12" fill="{AXIS_COLOR}">{escape(labels[1])}</text>'
+    )
+
+
 def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
     """Output tok/s per GPU against per-user speed (a request's decode rate), one colour
     per workload, each workload's Pareto front (analysis.pareto.speed_fronts) joined."""
@@ -165,23 +197,8 @@ def pareto_chart(points: Sequence[ParetoPoint], *, simulated: bool) -> str:
         ),
         _watermark(width, height, simulated),
     ]
-    for tick, text in zip(x_ticks, tick_labels(x_ticks), strict=True):
-        x = sx(tick)
-        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#e5e7eb"/>')
-        parts.append(_text(x, top + plot_h + 16, text, anchor="middle", size=11, fill=AXIS_COLOR))
-    for tick, text in zip(y_ticks, tick_labels(y_ticks), strict=True):
-        y = sy(tick)
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#e5e7eb"/>')
-        parts.append(_text(left - 8, y, text, anchor="end", size=11, fill=AXIS_COLOR, middle=True))
-    parts.append(
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="{AXIS_COLOR}"/>'
-    )
-    parts.append(_text(left + plot_w / 2, height - 12, "per-user speed (output tok/s per request)",
-                       anchor="middle", size=12, fill=AXIS_COLOR))  # fmt: skip
-    parts.append(
-        f'<text x="18" y="{top + plot_h / 2:.1f}" transform="rotate(-90 18 {top + plot_h / 2:.1f})" '
-        f'text-anchor="middle" font-size="12" fill="{AXIS_COLOR}">output tok/s per GPU</text>'
-    )
+    _frame(parts, (left, top, plot_w, plot_h), x_ticks, y_ticks, (sx, sy),
+           ("per-user speed (output tok/s per request)", "output tok/s per GPU"), height)  # fmt: skip
     workloads = sorted({p.workload for p in points})
     lines_drawn = 0
     for index, workload in enumerate(workloads):
@@ -252,22 +269,7 @@ def latency_front_chart(front: dict[str, Any], *, simulated: bool) -> str:
         _text(0, 18, title, size=14, weight="bold"),
         _watermark(width, height, simulated),
     ]
-    for tick, text in zip(x_ticks, tick_labels(x_ticks), strict=True):
-        x = sx(tick)
-        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#e5e7eb"/>')
-        parts.append(_text(x, top + plot_h + 16, text, anchor="middle", size=11, fill=AXIS_COLOR))
-    for tick, text in zip(y_ticks, tick_labels(y_ticks), strict=True):
-        y = sy(tick)
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#e5e7eb"/>')
-        parts.append(_text(left - 8, y, text, anchor="end", size=11, fill=AXIS_COLOR, middle=True))
-    parts.append(
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="{AXIS_COLOR}"/>'
-    )
-    parts.append(_text(left + plot_w / 2, height - 12, latency, anchor="middle", size=12, fill=AXIS_COLOR))
-    parts.append(
-        f'<text x="18" y="{top + plot_h / 2:.1f}" transform="rotate(-90 18 {top + plot_h / 2:.1f})" '
-        f'text-anchor="middle" font-size="12" fill="{AXIS_COLOR}">{escape(throughput)}</text>'
-    )
+    _frame(parts, (left, top, plot_w, plot_h), x_ticks, y_ticks, (sx, sy), (latency, throughput), height)
     if slo is not None:
         x = sx(slo)
         parts.append(
