@@ -29,7 +29,10 @@ def main() -> None:
     out_path = Path(sys.argv[1])
     port, prompts, concurrency, input_len, output_len = (int(x) for x in sys.argv[2:7])
     import_start = cpu()
-    from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import BenchClient, Workload
+    from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_client import (
+        BenchClient,
+        Workload,
+    )
 
     imported = cpu()
     drives: list[tuple[tuple[float, float], tuple[float, float]]] = []

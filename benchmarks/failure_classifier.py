@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/failure_classifier.py [--before COMMIT] [--misses]
 
 Reads tests/fixtures/failure_logs/manifest.yml and classifies every log with
-plugins/module_utils/failure_classifier.py (standard library only, as on the node). Prints
+plugins/module_utils/_sglang/failure_classifier.py (standard library only, as on the node). Prints
 accuracy per collection and split, and the held-out figure on its own line. `--before COMMIT`
 also runs failure_classifier.py as it was at COMMIT on the same logs (logs that commit did
 not have are still classified: the corpus is read from the working tree).
@@ -33,7 +33,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "failure_logs"
-MODULE = "plugins/module_utils/failure_classifier.py"
+MODULE = "plugins/module_utils/_sglang/failure_classifier.py"
 
 Classifier = Callable[..., Any]
 
@@ -107,7 +107,7 @@ def main() -> int:
     (root / "ansible_collections" / "bwtune").mkdir(parents=True)
     (root / "ansible_collections" / "bwtune" / "sglang").symlink_to(REPO)
     sys.path.insert(0, str(root))
-    from ansible_collections.bwtune.sglang.plugins.module_utils import failure_classifier
+    from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import failure_classifier
 
     if Path(failure_classifier.__file__).resolve() != (REPO / MODULE).resolve():
         raise SystemExit(f"imported {failure_classifier.__file__}, not {REPO / MODULE}")

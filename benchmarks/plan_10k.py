@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import planner
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import get_table
-from ansible_collections.bwtune.sglang.plugins.module_utils.installed_flags import stack_flags
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import get_table
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.installed_flags import stack_flags
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "qwen35-397b-nvfp4-sm120.yml"
 

@@ -8,7 +8,7 @@ The mission's matrix (examples/qwen35-397b-nvfp4-sm120.yml) is planned by the re
 for sm120; each strategy then runs on the mission landscape (the stand-in's default profile)
 and on seeded randomized landscapes drawn around it (benchmarks/landscapes.py), against a
 simulated clock: no process starts and nothing waits. Decisions come from the node's own
-code (plugins/module_utils/strategies.py: run_order, one_axis_at_a_time, screen_workload,
+code (plugins/module_utils/_search/strategies.py: run_order, one_axis_at_a_time, screen_workload,
 screen_gate); only the measurement is replaced, by `SimulatedNode.launch`, which builds the
 results line the sweep would record and charges the clock:
 
@@ -52,12 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import landscapes
 import plan_10k
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
-    planner,
-    results_contract,
-    strategies,
-)
-from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import PROMPTS
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.correctness_prompts import PROMPTS
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
 from bwtune.standin.profile import Profile, load_profile
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "qwen35-397b-nvfp4-sm120.yml"

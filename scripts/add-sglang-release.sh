@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Support a new SGLang release the day it comes out:
 #   1. install it --no-deps beside the others and add its flag table to
-#      plugins/module_utils/sglang_flags.py (stored as differences; tests/oracle/releases.py),
+#      plugins/module_utils/_sglang/sglang_flags.py (stored as differences; tests/oracle/releases.py),
 #   2. run the differential suite for it (the example matrices and the rule probes of
 #      tests/oracle/rules_evidence.py on sm120, sm100, sm90, every config through the
 #      release's own argument processing, in-process: well under a minute),
@@ -22,7 +22,7 @@ fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-$root/.venv/bin/python}"
 
-bash "$root/scripts/regen-flag-catalog.sh" "$root/plugins/module_utils/sglang_flags.py" "$version"
+bash "$root/scripts/regen-flag-catalog.sh" "$root/plugins/module_utils/_sglang/sglang_flags.py" "$version"
 cd "$root"
 exec nice -n 10 "$python" - "$version" <<'PY'
 import sys

@@ -1,4 +1,4 @@
-"""Write plugins/module_utils/sglang_flags.py from SGLang's own argparse parser.
+"""Write plugins/module_utils/_sglang/sglang_flags.py from SGLang's own argparse parser.
 
 Two steps (scripts/regen-flag-catalog.sh runs both for every known release):
 
@@ -51,7 +51,7 @@ its long option without dashes. `FLAG_TABLES` (every release in full) is expande
 
 from __future__ import annotations
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.flag_table_codec import expand
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.flag_table_codec import expand
 
 '''
 
@@ -87,9 +87,9 @@ def flag_table(parser: argparse.ArgumentParser) -> dict[str, dict[str, Any]]:
 
 
 def _codec() -> Any:
-    """plugins/module_utils/flag_table_codec.py, loaded by path (no package imports here)."""
+    """plugins/module_utils/_sglang/flag_table_codec.py, loaded by path (no package imports here)."""
     spec = importlib.util.spec_from_file_location(
-        "flag_table_codec", REPO / "plugins/module_utils/flag_table_codec.py"
+        "flag_table_codec", REPO / "plugins/module_utils/_sglang/flag_table_codec.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 BEGIN = (

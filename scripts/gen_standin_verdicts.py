@@ -32,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "oracle"))
 import sglang_oracle  # noqa: E402  (real SGLang as the oracle)
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, planner  # noqa: E402
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner  # noqa: E402
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog  # noqa: E402
 from bwtune.standin import verdicts  # noqa: E402
 from bwtune.standin.args import flag_table, parse  # noqa: E402
 from bwtune.standin.profile import load_profile  # noqa: E402

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/measure_failure_classifier.py [--before COMMIT]
 
 Reads tests/fixtures/failure_logs/manifest.yml, classifies every log with
-plugins/module_utils/failure_classifier.py and prints accuracy per split (dev, holdout)
+plugins/module_utils/_sglang/failure_classifier.py and prints accuracy per split (dev, holdout)
 and the confusion table. `--before COMMIT` also runs launcher.classify_failure as it was
 at COMMIT (e.g. 4a14a1a, the regex-and-load-line classifier) on the same logs.
 """
@@ -38,7 +38,7 @@ def load_corpus() -> list[dict[str, Any]]:
 def classifier_at(commit: str) -> Classifier:
     """launcher.classify_failure as it was at `commit` (run from the file's text)."""
     source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{commit}:plugins/module_utils/launcher.py"],
+        ["git", "-C", str(REPO), "show", f"{commit}:plugins/module_utils/_server/launcher.py"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     module = types.ModuleType(f"launcher_at_{commit}")
@@ -72,7 +72,7 @@ def main() -> int:
     parser.add_argument("--before", metavar="COMMIT", help="also measure launcher.py at COMMIT")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from ansible_collections.bwtune.sglang.plugins.module_utils import failure_classifier
+    from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import failure_classifier
 
     entries = load_corpus()
     if args.before:

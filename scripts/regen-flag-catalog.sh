@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Regenerate plugins/module_utils/sglang_flags.py from the parsers of every known SGLang
+# Regenerate plugins/module_utils/_sglang/sglang_flags.py from the parsers of every known SGLang
 # release (tests/oracle/releases.py RELEASES), or of the releases named after OUTPUT
 # (those are merged into what OUTPUT already holds).
 #
-#   scripts/regen-flag-catalog.sh [OUTPUT [VERSION...]]   (default: plugins/module_utils/sglang_flags.py)
+#   scripts/regen-flag-catalog.sh [OUTPUT [VERSION...]]   (default: plugins/module_utils/_sglang/sglang_flags.py)
 #
 # Each release is installed --no-deps into build/sglang-releases/V and read by the shared
 # environment's python (releases.py); two parsers are read at a time.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-output="${1:-$root/plugins/module_utils/sglang_flags.py}"
+output="${1:-$root/plugins/module_utils/_sglang/sglang_flags.py}"
 shift || true
 ruff="${RUFF:-$root/.venv/bin/ruff}"
 releases="$root/tests/oracle/releases.py"

@@ -11,7 +11,7 @@ directory itself for an empty sub), never normalised: the rendered file is the o
 
 from __future__ import annotations
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import startup_caches
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import startup_caches
 
 
 def startup_cache_layout(cache_dir):

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import node_outcome
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 
 
 def _counts(counts):
@@ -16,7 +16,7 @@ def _counts(counts):
 
 def sweep_summary(outcome):
     """{"lines": [...], "failed": "" or why the host fails: the sweep measured no config}.
-    The outcome's keys are module_utils/node_outcome's, read through its readers."""
+    The outcome's keys are module_utils/_contracts/node_outcome's, read through its readers."""
     results = [line for line in node_outcome.lines(outcome) if isinstance(line, dict)]
     summary = node_outcome.summary_of(outcome)
     counts = contract.outcome_counts(results)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import torch_pin
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import torch_pin
 
 
 def torch_version_matches(reported, pin):

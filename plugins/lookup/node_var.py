@@ -44,7 +44,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import vocabulary
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import vocabulary
 
 
 class LookupModule(LookupBase):

@@ -41,7 +41,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import matrix_source, matrix_yaml
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import matrix_source, matrix_yaml
 
 
 class LookupModule(LookupBase):

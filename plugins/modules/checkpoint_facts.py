@@ -104,7 +104,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.checkpoint_info import gather
+from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint.checkpoint_info import gather
 
 
 def main() -> None:

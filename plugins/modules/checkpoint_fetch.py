@@ -133,7 +133,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_download as cf
+from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint import checkpoint_download as cf
 
 
 def source_name(p):

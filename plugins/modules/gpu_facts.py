@@ -123,7 +123,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.gpu_info import gather
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts.gpu_info import gather
 
 
 def main() -> None:

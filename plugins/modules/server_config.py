@@ -144,8 +144,8 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import ResultsFileError
-from ansible_collections.bwtune.sglang.plugins.module_utils.server_argv import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts.results_file import ResultsFileError
+from ansible_collections.bwtune.sglang.plugins.module_utils._serving.server_argv import (
     ServerConfigError,
     changed_flags,
     config_args,

@@ -91,8 +91,8 @@ gate:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.server_argv import API_KEY_ENV
-from ansible_collections.bwtune.sglang.plugins.module_utils.unit_health import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._serving.server_argv import API_KEY_ENV
+from ansible_collections.bwtune.sglang.plugins.module_utils._serving.unit_health import (
     read_env_value,
     wait_serving,
 )
@@ -129,7 +129,7 @@ def main():
             **result,
         )
     if p["gate"] and not module.check_mode:
-        from ansible_collections.bwtune.sglang.plugins.module_utils.correctness import run_gate
+        from ansible_collections.bwtune.sglang.plugins.module_utils._bench.correctness import run_gate
 
         key = read_env_value(p["api_key_file"], API_KEY_ENV) if p["api_key_file"] else None
         gate = run_gate(host, p["port"], api_key=key, timeout_s=min(120.0, max(10.0, p["timeout_s"])))

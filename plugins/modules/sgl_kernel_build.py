@@ -153,7 +153,7 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import kernel_build as kb
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import kernel_build as kb
 
 
 def verify(module: AnsibleModule, wheel: str, required: list[str], result: dict) -> dict:

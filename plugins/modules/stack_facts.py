@@ -119,7 +119,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.stack_info import StackFactsError, gather
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts.stack_info import StackFactsError, gather
 
 
 def main() -> None:

@@ -142,7 +142,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import stack_root as sl
 
 
 def describe(root: str, fp: str) -> dict:

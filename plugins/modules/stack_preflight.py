@@ -164,8 +164,8 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import preflight as pf
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import preflight as pf
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import stack_root as sl
 
 
 def check_disk(module: AnsibleModule, disk: dict, reclaimable: dict) -> list[str]:

@@ -27,7 +27,7 @@ description:
   - Meant to run under C(async) with C(poll=0), followed by M(bwtune.sglang.sweep_progress).
   - In check mode it returns the plan and launches nothing.
 # The options, with their types, defaults, choices and bounds, are defined once in
-# module_utils/sweep_options.py (which makes the argument_spec); a unit test checks that
+# module_utils/_contracts/sweep_options.py (which makes the argument_spec); a unit test checks that
 # these agree with it (tests/unit/sweep_parts/test_sweep_options.py).
 options:
   matrix:
@@ -230,12 +230,13 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, sweep_options, sweep_runner
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import node_outcome, sweep_options
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner
 
 
 def main():
     module = AnsibleModule(
-        # Every option, its type, default, choices and bounds: module_utils/sweep_options.py.
+        # Every option, its type, default, choices and bounds: module_utils/_contracts/sweep_options.py.
         argument_spec=sweep_options.argument_spec(),
         supports_check_mode=True,
     )
@@ -252,7 +253,7 @@ def main():
         module.fail_json(msg=str(exc), **exc.partial)
     except Exception as exc:  # the node must say what broke, not just "MODULE FAILURE"
         module.fail_json(msg="sweep failed: %s" % exc, exception=traceback.format_exc())
-    summary = node_outcome.summary_of(outcome)  # the outcome's keys: module_utils/node_outcome
+    summary = node_outcome.summary_of(outcome)  # the outcome's keys: module_utils/_contracts/node_outcome
     for warning in summary.get("warnings") or []:
         module.warn(warning)  # what the sweep repaired or skipped, as Ansible warnings too
     module.exit_json(changed=bool(summary.get("launches")), plan=the_plan, **outcome)

@@ -118,7 +118,7 @@ result:
   description:
     - When finished, what the sweep returned (C(results), C(best), C(summary)); C(error)
       says why when it did not finish. Its keys, and which are always there, are declared
-      in the collection's C(module_utils/node_outcome.py).
+      in the collection's C(module_utils/_contracts/node_outcome.py).
   returned: when finished
   type: dict
 cancel:
@@ -134,13 +134,13 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import (
     node_outcome,
     progress_fields,
     results_contract,
     results_file,
-    sweep_state,
 )
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_state
 
 
 def _read_job(async_dir, job_id):

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import matrix_source, matrix_yaml
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import matrix_source, matrix_yaml
 
 KeyPath = tuple[Any, ...]
 

@@ -2,7 +2,7 @@
 
 Both views read the same `SweepState`, which folds runner events into per-host progress:
 the sweep's "Follow the sweep" task retries every few seconds and each retry carries
-`res.progress`, the progress file's view (module_utils/progress_fields: VIEW, its `current`
+`res.progress`, the progress file's view (module_utils/_contracts/progress_fields: VIEW, its `current`
 keyed CURRENT); a HostProgress keeps its LIVE fields, read by `progress_fields.live_values`.
 """
 
@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, progress_fields
-from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import NOT_LAUNCHED
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import node_outcome, progress_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts.results_contract import NOT_LAUNCHED
 from bwtune.ansible_run import RunnerEvent
 
 SWEEP_PROGRESS_ACTION = "sweep_progress"

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import stack_info
 
 REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE = "regression", "improvement", "no change", "inconclusive"
 VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE)

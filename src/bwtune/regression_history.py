@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import regression, store
 from bwtune.analysis.hardware_group import HardwareGroup
 
@@ -26,7 +26,7 @@ TAG = "regression"
 # What "objective" means in every output of a regression run (stdout, regression.md, the report).
 STATISTIC = "median of every repetition of the ok launches in the run"
 
-# The metric of a capacity workload (plugins/module_utils/capacity_search.py, docs/capacity.md).
+# The metric of a capacity workload (plugins/module_utils/_bench/capacity_search.py, docs/capacity.md).
 CAPACITY = "capacity"
 Key = tuple[str, str]  # (HardwareGroup.hardware_key(), config id)
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_download as cf
+from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint import checkpoint_download as cf
 from tests.fixtures.hub.make_repo import SHARDS, make_repo
 from tests.hosts import serving_stack as stack
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import exit_codes, results_db
 from bwtune.analysis.hardware_group import HardwareGroup
 from tests.hosts import serving_stack as stack

@@ -3,7 +3,7 @@
     .venv/bin/python tests/oracle/hardware_evidence.py          # print the doc section
     .venv/bin/python tests/oracle/hardware_evidence.py --write  # rewrite it in the doc
 
-The `hardware` rules (plugins/module_utils/rules_hardware.py) predict failures SGLang's argument
+The `hardware` rules (plugins/module_utils/_sglang/rules_hardware.py) predict failures SGLang's argument
 processing does not catch: at load or at the first forward. The differential suite cannot
 see those, so each rule's release boundary is read from each release's own source (the
 copies under build/sglang-releases/<v>/sglang/, tests/oracle/releases.py). Every CLAIM below
@@ -27,7 +27,7 @@ else:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import releases
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import rule_model
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import rule_model
 
 DOC = releases.REPO_ROOT / "docs" / "sglang-rules-evidence.md"
 BEGIN = "<!-- hardware-evidence:begin (tests/oracle/hardware_evidence.py --write) -->"

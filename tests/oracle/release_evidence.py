@@ -31,7 +31,7 @@ else:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import releases
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, rules  # noqa: E402
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog, rules  # noqa: E402
 
 FINDINGS = Path(__file__).resolve().parent / "release_findings.json"
 DOC = REPO / "docs" / "sglang-rules-evidence.md"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog
 from tests.oracle import releases, sglang_oracle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Installing the releases on a clean machine takes several minutes (first test only).
 pytestmark = [pytest.mark.oracle, pytest.mark.timeout(2400)]
 
-CATALOG = REPO / "plugins" / "module_utils" / "sglang_flags.py"
+CATALOG = REPO / "plugins" / "module_utils" / "_sglang" / "sglang_flags.py"
 
 
 def test_regenerated_catalog_equals_committed(tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_regenerated_catalog_equals_committed(tmp_path: Path) -> None:
         env=env,
     )
     assert out.read_text() == CATALOG.read_text(), (
-        "plugins/module_utils/sglang_flags.py is stale: run scripts/regen-flag-catalog.sh"
+        "plugins/module_utils/_sglang/sglang_flags.py is stale: run scripts/regen-flag-catalog.sh"
     )
 
 

@@ -33,8 +33,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, planner, rules
-from ansible_collections.bwtune.sglang.plugins.module_utils import matrix as matrix_mod
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import matrix as matrix_mod
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog, rules
 
 # releases: every release, --no-deps, beside one shared environment; rules_evidence: the rule
 # probes; sglang_oracle: H1's oracle, real SGLang's own argument processing

@@ -139,6 +139,6 @@ def test_unknown_gpu_is_refused() -> None:
 
 
 def _flag_tables() -> dict[str, Any]:
-    from ansible_collections.bwtune.sglang.plugins.module_utils import catalog
+    from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog
 
     return catalog.raw_tables()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.checkpoint_info import gather
+from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint.checkpoint_info import gather
 
 from .fresh_env import REPO, isolated_env, make_venv
 

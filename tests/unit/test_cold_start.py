@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._server import launcher
 from bwtune import results_db
 from bwtune.report import load_report, render_html, render_markdown
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import launch_cost, results_db
 from bwtune.cli import main
 

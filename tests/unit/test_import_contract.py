@@ -28,7 +28,14 @@ nothing installed and runs in well under a second:
     events, the inventory) is below the application layer: it never imports a module of
     `bwtune.app`, `bwtune.commands` or `bwtune.cli`;
 (k) nothing imports `bwtune.runner`, the Ansible layer's old name (gone since every
-    command imports `bwtune.ansible_run`).
+    command imports `bwtune.ansible_run`);
+(l) module_utils live in private packages by concern (`_contracts`, `_sglang`, ...; none
+    loose at the top), in layers (`MODULE_UTILS_LAYERS`): a package imports its own modules
+    and packages of the layers below it, never one beside or above it;
+(m) the controller imports only the module_utils packages it shares with the node
+    (`CONTROLLER_MODULE_UTILS`: the contracts, SGLang's flags and rules, the planner and
+    the strategies' budget, facts parsing, the server's argv); the node's machinery
+    (processes, the sweep loop, the benchmark client, provisioning) stays on the node.
 
 The self-tests at the end feed synthetic modules through the same checker, so a
 wrong-way import is shown to fail.
@@ -53,7 +60,17 @@ STDLIB = frozenset(sys.stdlib_module_names)
 # Known exceptions, each named with its reason. A new one is a decision, not an accident.
 # (a) PyYAML is optional on nodes: matrix_yaml imports it inside the functions that read
 #     YAML and says "PyYAML is not installed here" without it (JSON always works).
-OPTIONAL_NODE_IMPORTS = {(f"{MODULE_UTILS}.matrix_yaml", "yaml")}
+OPTIONAL_NODE_IMPORTS = {(f"{MODULE_UTILS}._plan.matrix_yaml", "yaml")}
+# (l) The module_utils packages, bottom layer first.
+MODULE_UTILS_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_contracts",),
+    ("_sglang", "_bench", "_facts", "_checkpoint"),
+    ("_plan", "_provision", "_search", "_server"),
+    ("_serving", "_sweep"),
+)
+MODULE_UTILS_LAYER = {package: rank for rank, layer in enumerate(MODULE_UTILS_LAYERS) for package in layer}
+# (m) What the controller may import of module_utils.
+CONTROLLER_MODULE_UTILS = ("_contracts", "_sglang", "_plan", "_search", "_facts", "_serving")
 # (d) The known debt of commands that reuse another command's code: none left. What they
 #     shared (the sweep; the facts playbook and reader; the cost estimate) is the application
 #     layer's (`bwtune.app`). A new entry is a decision, not an accident.
@@ -103,15 +120,15 @@ OLD_TYPING = frozenset(
 # UP006,UP007,UP035,UP045 --fix FILE, then --select F401 --fix for the names left unused.)
 # (e) What the stand-in must not borrow.
 STANDIN_FORBIDDEN = (
-    f"{MODULE_UTILS}.rules",
-    f"{MODULE_UTILS}.rule_model",
-    f"{MODULE_UTILS}.rules_adjust",
-    f"{MODULE_UTILS}.rules_refused",
-    f"{MODULE_UTILS}.rules_hardware",
-    f"{MODULE_UTILS}.planner",
-    f"{MODULE_UTILS}.correctness",
-    f"{MODULE_UTILS}.correctness_prompts",
-    f"{MODULE_UTILS}.failure_classifier",
+    f"{MODULE_UTILS}._sglang.rules",
+    f"{MODULE_UTILS}._sglang.rule_model",
+    f"{MODULE_UTILS}._sglang.rules_adjust",
+    f"{MODULE_UTILS}._sglang.rules_refused",
+    f"{MODULE_UTILS}._sglang.rules_hardware",
+    f"{MODULE_UTILS}._plan.planner",
+    f"{MODULE_UTILS}._bench.correctness",
+    f"{MODULE_UTILS}._bench.correctness_prompts",
+    f"{MODULE_UTILS}._sglang.failure_classifier",
     "bwtune.regression",
     "bwtune.regression_history",
     "bwtune.regression_outputs",
@@ -196,6 +213,28 @@ def _command(name: str) -> bool:
     )
 
 
+def module_utils_package(name: str) -> str | None:
+    """The private package of a module_utils module (`_sglang` for `..._sglang.rules`), "" when loose."""
+    if not _is_under(name, MODULE_UTILS) or name == MODULE_UTILS:
+        return None
+    parts = name[len(MODULE_UTILS) + 1 :].split(".")
+    return parts[0] if len(parts) > 1 or parts[0] in MODULE_UTILS_LAYER else ""
+
+
+def _module_utils_layering(module: str, target: str) -> str | None:
+    """Why `module` (in module_utils) may not import `target` (in module_utils), or None (rule l)."""
+    own, theirs = module_utils_package(module), module_utils_package(target)
+    if own == "" or own not in MODULE_UTILS_LAYER:
+        return "every module_utils module lives in a package of MODULE_UTILS_LAYERS"
+    if theirs is None or theirs == own:
+        return None
+    if theirs not in MODULE_UTILS_LAYER:
+        return f"{target} is in no package of MODULE_UTILS_LAYERS"
+    if MODULE_UTILS_LAYER[theirs] >= MODULE_UTILS_LAYER[own]:
+        return f"{own} imports only the packages of the layers below it, not {theirs}"
+    return None
+
+
 def violations(module: str, source: str, ours: Iterable[str]) -> list[str]:
     """One line per import of `module` (its `source`) that breaks rules (a) to (e) or (h) to (k)."""
     bad = []
@@ -208,6 +247,8 @@ def violations(module: str, source: str, ours: Iterable[str]) -> list[str]:
                 OPTIONAL_NODE_IMPORTS
             ):
                 bad.append(f"{where}: module_utils import the standard library and module_utils only")
+            elif _is_under(target, MODULE_UTILS) and (why := _module_utils_layering(module, target)):
+                bad.append(f"{where}: {why}")
         elif _is_under(module, MODULES):
             if not (
                 _stdlib(target)
@@ -218,6 +259,11 @@ def violations(module: str, source: str, ours: Iterable[str]) -> list[str]:
         elif _is_under(module, "bwtune"):
             if _is_under(target, MODULES):
                 bad.append(f"{where}: the controller never imports a module of plugins/modules")
+            package = module_utils_package(target)
+            if package is not None and package not in CONTROLLER_MODULE_UTILS:
+                bad.append(
+                    f"{where}: the controller imports only the module_utils of CONTROLLER_MODULE_UTILS"
+                )
             if _command(module) and target != module:
                 if target == "bwtune.cli":
                     bad.append(f"{where}: a command never imports the CLI that discovers it")
@@ -326,8 +372,13 @@ def sources() -> dict[str, str]:
     return {name: path.read_text(encoding="utf-8") for name, path in our_modules().items()}
 
 
+def test_every_module_utils_package_is_in_a_layer_and_none_is_empty(sources: dict[str, str]) -> None:
+    packages = {module_utils_package(name) for name in sources} - {None}
+    assert packages == set(MODULE_UTILS_LAYER)
+
+
 def test_every_layer_is_found(sources: dict[str, str]) -> None:
-    assert f"{MODULE_UTILS}.rules" in sources and f"{MODULES}.sweep" in sources
+    assert f"{MODULE_UTILS}._sglang.rules" in sources and f"{MODULES}.sweep" in sources
     assert "bwtune.cli" in sources and "bwtune.commands.sweep_command" in sources
     assert "bwtune.standin.app" in sources
     assert "bwtune.store.views" in sources and "bwtune.store" in sources
@@ -370,8 +421,12 @@ def test_the_old_typing_dialect_is_seen() -> None:
 # ---------------------------------------------------------------- the checker checked
 
 OURS = {
-    f"{MODULE_UTILS}.rules",
-    f"{MODULE_UTILS}.versions",
+    f"{MODULE_UTILS}._sglang.rules",
+    f"{MODULE_UTILS}._contracts.results_fields",
+    f"{MODULE_UTILS}._sweep.sweep_runner",
+    f"{MODULE_UTILS}._server.server_process",
+    f"{MODULE_UTILS}.loose",
+    f"{MODULE_UTILS}._sglang.versions",
     f"{MODULES}.sweep",
     "bwtune.cli",
     "bwtune.runner",
@@ -397,11 +452,19 @@ OURS = {
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        (f"{MODULE_UTILS}.versions", "import yaml\n"),
-        (f"{MODULE_UTILS}.versions", "def f():\n    import requests\n"),
-        (f"{MODULE_UTILS}.versions", "from ansible.module_utils.basic import AnsibleModule\n"),
-        (f"{MODULE_UTILS}.versions", "from bwtune import runner\n"),
-        (f"{MODULE_UTILS}.versions", "from . import rules\n"),
+        (f"{MODULE_UTILS}._sglang.versions", "import yaml\n"),
+        (f"{MODULE_UTILS}._sglang.versions", "def f():\n    import requests\n"),
+        (f"{MODULE_UTILS}._sglang.versions", "from ansible.module_utils.basic import AnsibleModule\n"),
+        (f"{MODULE_UTILS}._sglang.versions", "from bwtune import runner\n"),
+        (f"{MODULE_UTILS}._sglang.versions", "from . import rules\n"),
+        # (l): a layer imports only the layers below it, and nothing is loose.
+        (f"{MODULE_UTILS}._contracts.results_fields", f"from {MODULE_UTILS}._sglang import rules\n"),
+        (f"{MODULE_UTILS}._server.server_process", f"from {MODULE_UTILS}._sweep import sweep_runner\n"),
+        (f"{MODULE_UTILS}._sglang.versions", f"import {MODULE_UTILS}._server.server_process\n"),
+        (f"{MODULE_UTILS}.loose", f"from {MODULE_UTILS}._sglang import rules\n"),
+        # (m): the node's machinery stays on the node.
+        ("bwtune.store.lines", f"from {MODULE_UTILS}._sweep import sweep_runner\n"),
+        ("bwtune.app.sweep_service", f"def f():\n    import {MODULE_UTILS}._server.server_process\n"),
         (f"{MODULES}.sweep", "import yaml\n"),
         (f"{MODULES}.sweep", "from bwtune.commands import sweep\n"),
         ("bwtune.ansible_run", f"from {MODULES} import sweep\n"),
@@ -409,8 +472,8 @@ OURS = {
         ("bwtune.commands.runs", "from bwtune.commands import sweep\n"),
         ("bwtune.commands.runs", "import bwtune.commands.plan\n"),
         ("bwtune.commands.runs", "def run(args):\n    from bwtune.cli import build_parser\n"),
-        ("bwtune.standin.app", f"from {MODULE_UTILS} import rules\n"),
-        ("bwtune.standin.app", f"from {MODULE_UTILS}.planner import plan\n"),
+        ("bwtune.standin.app", f"from {MODULE_UTILS}._sglang import rules\n"),
+        ("bwtune.standin.app", f"from {MODULE_UTILS}._plan.planner import plan\n"),
         ("bwtune.standin.app", "from bwtune import regression\n"),
         ("bwtune.standin.app", "from bwtune.store import lines\n"),
         ("bwtune.store.lines", "from bwtune.commands import sweep\n"),
@@ -441,12 +504,13 @@ def test_a_wrong_way_import_is_refused(module: str, source: str) -> None:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        (f"{MODULE_UTILS}.rules", f"import json\nfrom {MODULE_UTILS} import versions\n"),
+        (f"{MODULE_UTILS}._sglang.rules", f"import json\nfrom {MODULE_UTILS}._sglang import versions\n"),
         (
             f"{MODULES}.sweep",
-            f"from ansible.module_utils.basic import AnsibleModule\nfrom {MODULE_UTILS} import rules\n",
+            "from ansible.module_utils.basic import AnsibleModule\n"
+            f"from {MODULE_UTILS}._sglang import rules\n",
         ),
-        ("bwtune.ansible_run", f"import yaml\nfrom {MODULE_UTILS} import rules\n"),
+        ("bwtune.ansible_run", f"import yaml\nfrom {MODULE_UTILS}._sglang import rules\n"),
         (
             "bwtune.commands.runs",
             "from bwtune.commands import _playbook_options\nfrom bwtune import ansible_run\n",
@@ -454,9 +518,9 @@ def test_a_wrong_way_import_is_refused(module: str, source: str) -> None:
         ("bwtune.commands.runs", "from bwtune.app import sweep_service\n"),
         (
             "bwtune.app.sweep_service",
-            f"from bwtune import ansible_run, store, regression\nfrom {MODULE_UTILS} import rules\n",
+            f"from bwtune import ansible_run, store, regression\nfrom {MODULE_UTILS}._sglang import rules\n",
         ),
-        ("bwtune.standin.app", f"from {MODULE_UTILS} import versions\n"),
+        ("bwtune.standin.app", f"from {MODULE_UTILS}._sglang import versions\n"),
         (
             "bwtune.ansible_run.playbooks",
             "import ansible_runner\nfrom bwtune import collection, store\n"
@@ -469,9 +533,12 @@ def test_a_wrong_way_import_is_refused(module: str, source: str) -> None:
         ("bwtune.commands.sweep", "import argparse\nfrom bwtune.app import sweep_service\n"),
         (
             "bwtune.store",
-            f"import sqlite3\nfrom {MODULE_UTILS} import rules\nfrom bwtune.store import lines\n",
+            f"import sqlite3\nfrom {MODULE_UTILS}._sglang import rules\nfrom bwtune.store import lines\n",
         ),
         ("bwtune.store.lines", "import json\n\nimport orjson\n"),
+        (f"{MODULE_UTILS}._sweep.sweep_runner", f"from {MODULE_UTILS}._server import server_process\n"),
+        (f"{MODULE_UTILS}._sweep.sweep_runner", f"from {MODULE_UTILS}._contracts import results_fields\n"),
+        ("bwtune.store.lines", f"from {MODULE_UTILS}._contracts import results_fields\n"),
     ],
 )
 def test_a_right_way_import_passes(module: str, source: str) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError, parse
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError, parse
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog
 from bwtune.matrix_file import MatrixFileError, load, loads
 
 REPO = Path(__file__).resolve().parents[2]

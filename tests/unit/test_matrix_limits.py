@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, matrix, matrix_yaml, sweep_runner
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError, parse
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import matrix, matrix_yaml
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError, parse
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner
 from bwtune.cli import main
 from bwtune.matrix_file import MatrixFileError, load, loads
 

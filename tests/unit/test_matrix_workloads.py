@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import bench_client, bench_workload
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import Slo
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import FlagTable
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError, parse
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench import bench_client, bench_workload
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_stats import Slo
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError, parse
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import FlagTable
 
 # Workloads touch no flag: an empty flag table keeps these tests off the generated catalog.
 NO_FLAGS = FlagTable("0.5.23", "test", {})

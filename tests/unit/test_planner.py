@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, planner
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yml"))

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import gpu_info, planner
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import get_table
-from ansible_collections.bwtune.sglang.plugins.module_utils.installed_flags import stack_flags
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import gpu_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import get_table
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.installed_flags import stack_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_FIXTURES = ROOT / "tests" / "fixtures" / "gpu"

@@ -7,8 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import planner, rules
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import get_table
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import rules
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import get_table
 
 VERSION = "0.5.23"
 MODELS = st.sampled_from(

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gen_results_doc.py"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import catalog, rules
-from ansible_collections.bwtune.sglang.plugins.module_utils.rules import ModelInfo, evaluate
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog, rules
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.rules import ModelInfo, evaluate
 
 NEW = "0.5.23"
 QWEN = ModelInfo(architecture="Qwen3_5MoeForConditionalGeneration", quantization="modelopt_fp4")

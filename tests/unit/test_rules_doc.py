@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import rules
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import rules
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gen_rules_table.py"
 

@@ -12,15 +12,15 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import (
     catalog,
     flag_table_codec,
-    planner,
     rules,
     sglang_flags,
     versions,
 )
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,7 +140,7 @@ def test_any_tables_round_trip(tables: dict[str, Any]) -> None:
 
 
 def test_flag_tables_name_is_the_expanded_tables() -> None:
-    from ansible_collections.bwtune.sglang.plugins.module_utils.sglang_flags import FLAG_TABLES
+    from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.sglang_flags import FLAG_TABLES
 
     assert set(FLAG_TABLES) == set(catalog.supported_versions())
     assert "mamba-scheduler-strategy" in FLAG_TABLES["0.5.9"]["flags"]
@@ -214,7 +214,7 @@ def test_release_ranges_split_where_a_flag_comes_back() -> None:
 
 
 def test_version_auto_on_a_source_build_uses_its_parser_and_names_the_release_whose_rules_apply() -> None:
-    from ansible_collections.bwtune.sglang.plugins.module_utils.installed_flags import stack_flags
+    from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.installed_flags import stack_flags
 
     build = "0.5.23.post2.dev45+g1a2b3c4"
     flags = stack_flags(catalog.get_table("0.5.23"))

@@ -18,9 +18,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import CatalogError
 from bwtune import matrix_file
 from bwtune.analysis import capacity as capacity_view
 from bwtune.analysis import pareto

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import Plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import Plan
 from bwtune import launch_cost, store
 
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import node_outcome
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, exit_codes, report, store
 from bwtune.app.sweep_inputs import SweepOutcome, SweepRequest
 from bwtune.progress import FOLLOW_TASK
@@ -140,7 +140,7 @@ def one_line(message: Any) -> str:
 
 
 def node_results(playbook_run: ansible_run.PlaybookRun) -> dict[str, dict[str, Any]]:
-    """host -> what the node's sweep returned: its outcome (module_utils/node_outcome: results,
+    """host -> what the node's sweep returned: its outcome (module_utils/_contracts/node_outcome: results,
     best, summary, error; a sweep that did not finish: error and what it finished)."""
     found: dict[str, dict[str, Any]] = {}
     stats = playbook_run.artifact_data.get("bwtune_sweep")

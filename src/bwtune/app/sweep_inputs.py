@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import CatalogError
 from bwtune import ansible_run, matrix_file, run_settings, store
 from bwtune.app import playbook_args
 

@@ -7,10 +7,10 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import CatalogError
 from bwtune import store
 from bwtune.analysis.hardware_group import HardwareGroup
 from bwtune.app.sweep_inputs import SweepRequest

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, exit_codes
 from bwtune.app.sweep_inputs import ATTACH_PLAYBOOK, CANCEL_PLAYBOOK, SweepOutcome, SweepRequest
 from bwtune.progress import FOLLOW_TASK

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import stack_info
 from bwtune import regression
 
 NAMES = dict(stack_info.COMPONENTS)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import regression, regression_history, store
 from bwtune.bisect.bisection import Settings
 from bwtune.bisect.component_ranges import FOLLOWS, NAMES, BisectError, BisectPlan, Candidate, make_plan

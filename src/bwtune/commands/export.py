@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import exit_codes, store
 from bwtune.analysis import capacity, pareto
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
 from bwtune import console
 from bwtune.analysis.hardware_group import HardwareGroup
 from bwtune.app.facts_service import FACTS_PLAYBOOK, host_facts

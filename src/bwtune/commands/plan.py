@@ -8,11 +8,12 @@ import sys
 from collections import Counter
 from typing import Any, TextIO
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, strategy_launches
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import CatalogError
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import VALID, Plan, plan
-from ansible_collections.bwtune.sglang.plugins.module_utils.rules import GPUS
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import VALID, Plan, plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategy_launches
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import CatalogError
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.rules import GPUS
 from bwtune import console, exit_codes, launch_cost, store
 from bwtune.app.plan_service import estimate_cost
 from bwtune.matrix_file import MatrixFileError, load

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, exit_codes, store
 from bwtune.analysis.hardware_group import HardwareGroup, Selection, select
 from bwtune.app import promote_service

@@ -146,7 +146,7 @@ def _request(args: argparse.Namespace) -> sweep_service.SweepRequest:
 
 
 def _check_size(matrix: dict[str, Any], source: str) -> None:
-    from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+    from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan
 
     try:
         configs = plan(matrix).to_dict()["configs"]
@@ -173,7 +173,7 @@ def _estimate(matrix: dict[str, Any]) -> tuple[float, str] | None:
     """(seconds, where from) of one repetition before any ran: the plan's launches at the
     cost `bwtune plan` gives them (measured launches of the GPU, else the matrix's estimates);
     None when the controller cannot plan the matrix (`gpu: auto`)."""
-    from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+    from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan
     from bwtune.app import plan_service
 
     try:

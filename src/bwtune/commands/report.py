@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import exit_codes, store
 
 NAME = "report"

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
 from bwtune import console, exit_codes, store
 
 NAME = "runs"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, exit_codes, store
 from bwtune.app.sweep_service import (
     STRATEGIES,

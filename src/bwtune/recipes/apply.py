@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.server_argv import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._serving.server_argv import (
     ROLE_FLAGS,
     ServerConfigError,
     split_options,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import stack_info
 from bwtune import ansible_run
 from bwtune.analysis.hardware_group import HardwareGroup, why_not_in
 from bwtune.recipes import recipe_file

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import __version__, regression, store
 
 SCHEMA = 1

@@ -6,7 +6,7 @@ import json
 from html import escape
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import __version__
 from bwtune.analysis.capacity import slo_text, value_text
 from bwtune.report import svg

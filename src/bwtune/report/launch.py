@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.server_argv import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._serving.server_argv import (
     MODEL_FLAGS,
     ServerConfigError,
     split_options,

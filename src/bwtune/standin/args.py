@@ -1,7 +1,7 @@
 """SGLang's command line, rebuilt from the generated flag tables.
 
 `python -m sglang.launch_server` parses its argv with one argparse parser; the generated
-tables (plugins/module_utils/sglang_flags.py) hold every flag of that parser per release,
+tables (plugins/module_utils/_sglang/sglang_flags.py) hold every flag of that parser per release,
 so an argparse parser built from them refuses exactly what SGLang's does: unknown flags,
 bad choices, values of the wrong type (exit 2, argparse's message).
 """
@@ -45,7 +45,7 @@ _SWITCHES = ("store_true", "store_false")
 
 def flag_table(version: str) -> dict[str, dict[str, Any]]:
     """The flags of one SGLang release: name (no dashes) -> spec."""
-    from ansible_collections.bwtune.sglang.plugins.module_utils.sglang_flags import FLAG_TABLES
+    from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.sglang_flags import FLAG_TABLES
 
     if version not in FLAG_TABLES:
         known = ", ".join(sorted(FLAG_TABLES))

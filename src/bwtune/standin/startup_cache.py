@@ -3,7 +3,7 @@
 Real SGLang JIT-compiles and autotunes its kernels while it starts (FlashInfer's autotune is
 ~1.5 min uncached) and reads the checkpoint from disk unless the host's page cache still holds
 it. A sweep points every launch at one cache directory (FLASHINFER_WORKSPACE_BASE and its
-siblings, module_utils/startup_caches.py). The stand-in keeps marker files in that directory, under
+siblings, module_utils/_contracts/startup_caches.py). The stand-in keeps marker files in that directory, under
 `bwtune-standin/`, and shortens its simulated start-up by the profile's fractions:
 
 - kernels: after a successful graph capture, one marker per kernel family the config used

@@ -3,7 +3,7 @@ counting, capitals, chemical symbols) for any prompt that asks for them, determi
 filler otherwise, and the garbage a broken kernel produces when a fault asks for it.
 
 The knowledge is general on purpose: it knows nothing of the correctness gate's prompts
-(plugins/module_utils/correctness_prompts.py, which this package must not import), so a
+(plugins/module_utils/_bench/correctness_prompts.py, which this package must not import), so a
 gate that asked something else, or checked answers wrongly, fails against the stand-in the
 way it would against a model.
 

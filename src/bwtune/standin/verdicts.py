@@ -11,7 +11,7 @@ with `BWTUNE_STANDIN_SGLANG_PYTHONPATH` if it needs one, or `sglang` imports in 
 own interpreter), its own argument processing gives the verdict (`ask_sglang`); otherwise the
 stand-in refuses them in one line (`MissingVerdict`).
 
-This module never consults the planner's rules (plugins/module_utils/rules.py): the verdicts
+This module never consults the planner's rules (plugins/module_utils/_sglang/rules.py): the verdicts
 are what real SGLang said, so they can test those rules.
 """
 

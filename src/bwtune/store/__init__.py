@@ -23,7 +23,7 @@ module_utils and modules of this package; all the SQL of bwtune is in here):
 
 from __future__ import annotations
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune.store.connection import (
     MIN_FREE_BYTES,
     check_writable,

@@ -13,8 +13,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_jsonl
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_jsonl
 from bwtune.store.lines import canonical_text, load_line
 
 ResultsFormatError = contract.ResultsFormatError

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune.store import lines, queries
 from bwtune.store.files import iter_results_file
 from bwtune.store.lines import Key, dumps, now

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
 
 Key = tuple[str, str, str]  # (run id, host, config id): one result
 

@@ -8,8 +8,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
 
 # A config's id as the `--json` outputs name it ("id").
 ID = str(results_fields.BY_NAME["config_id"].json)

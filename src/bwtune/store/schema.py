@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
 from bwtune.store.errors import SchemaTooNewError
 
 # Each entry upgrades the schema by one version; never edit a released entry, append one.

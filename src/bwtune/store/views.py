@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
 from bwtune.store import queries
 from bwtune.store.overviews import ID, whole_run_summary
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan
 from bwtune.app import demo_capacity
 from bwtune.standin.load_capacity import RoundLoad, true_capacity
 from bwtune.standin.profile import load_profile

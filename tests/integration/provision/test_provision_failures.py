@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import stack_root as sl
 from tests.integration.provision.scenario import REPO, nvcc_calls, prepare
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

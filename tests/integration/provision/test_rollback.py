@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import stack_root as sl
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_download as cf
+from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint import checkpoint_download as cf
 from tests.fixtures.hub.make_repo import SHARDS, make_repo
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

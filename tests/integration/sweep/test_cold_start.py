@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, sweep_runner
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner
 from bwtune.cli import main
 
 from .conftest import PROFILE, Node, read_lines

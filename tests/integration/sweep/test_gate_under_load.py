@@ -9,7 +9,8 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, sweep_runner
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner
 
 from .conftest import PROFILE, Node, read_lines
 

@@ -10,7 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep_runner
+from ansible_collections.bwtune.sglang.plugins.module_utils._server import launcher
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner
 
 from .conftest import Node, read_lines
 from .test_reliability_node import on_node, options, run  # noqa: F401  (on_node: a fixture)

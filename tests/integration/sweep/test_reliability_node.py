@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._server import launcher
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import (
     config_launch,
-    launcher,
-    results_contract,
     sweep_runner,
     sweep_state,
 )
@@ -77,7 +77,8 @@ def port_taken(port: int) -> bool:
 KILLED_AFTER_START = textwrap.dedent(
     """
     import json, os, signal, sys
-    from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep_runner
+    from ansible_collections.bwtune.sglang.plugins.module_utils._server import launcher
+    from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner
 
     start = launcher.start_server
 

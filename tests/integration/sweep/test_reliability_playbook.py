@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils._server import launcher
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_state
 
 from .conftest import ANSIBLE_PLAYBOOK, Node, read_lines
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
 
 from .conftest import Node, read_lines
 
@@ -22,7 +23,7 @@ STANDIN = [sys.executable, "-m", "bwtune.standin"]
 # until its process ends.
 RUN = """
 import json, sys
-from ansible_collections.bwtune.sglang.plugins.module_utils import sweep_runner
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner
 opts = sweep_runner.SweepOptions(**json.loads(sys.argv[1]))
 outcome = sweep_runner.run_sweep(opts, sweep_runner.make_plan(opts))
 print(json.dumps({"best": outcome["best"]["config_id"], "launches": outcome["summary"]["launches"]}))

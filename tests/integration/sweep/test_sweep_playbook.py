@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import planner, strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
 from bwtune.progress import FOLLOW_TASK
 from bwtune.standin.performance import ConfigPerformance
 from bwtune.standin.profile import load_profile

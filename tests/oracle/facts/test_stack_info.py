@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import stack_info
 from tests.unit.facts.helpers import ROOT
 
 

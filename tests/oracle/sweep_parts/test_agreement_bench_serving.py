@@ -47,7 +47,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import Workload, run_workload
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_client import Workload, run_workload
 from tests.unit.sweep_parts.bench_serving_env import ensure_bench_serving, run_bench_serving
 
 REPO = Path(__file__).resolve().parents[3]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan
 from bwtune.app import demo_capacity, sweep_service
 from bwtune.commands import demo
 from bwtune.standin.load_capacity import RoundLoad, true_capacity

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import gpu_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import gpu_info
 from bwtune.analysis.hardware_group import HardwareGroup
 from bwtune.store import gpu_facts_summary
 

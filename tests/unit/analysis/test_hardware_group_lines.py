@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
 from bwtune.analysis.hardware_group import HardwareGroup
 
 MODEL = "NVIDIA RTX PRO 6000 Blackwell Server Edition"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.failure_classifier import classify
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.failure_classifier import classify
 
 SITE = "/usr/lib/python3/dist-packages"
 

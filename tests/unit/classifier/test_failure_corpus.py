@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
-from ansible_collections.bwtune.sglang.plugins.module_utils.failure_classifier import classify
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.failure_classifier import classify
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "failure_logs"
 # (collection, split) -> correctly classified logs at least.

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, results_db
 from bwtune.cli import build_parser, main
 from bwtune.commands import _task_playbook as task_playbook

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, exit_codes, results_db, store
 from bwtune.app import sweep_service
 from bwtune.commands import sweep_command as sweep

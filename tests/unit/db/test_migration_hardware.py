@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract, results_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract, results_fields
 from bwtune import store
 from bwtune.analysis.hardware_group import HardwareGroup
 from bwtune.store import schema

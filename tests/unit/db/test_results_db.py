@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
 from bwtune import results_db
 from bwtune.store import schema
 from tests.unit.db.sample_results import FAILURES, sample_results, write_jsonl

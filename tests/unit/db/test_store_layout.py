@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
 from bwtune import store
 from bwtune.store import lines, schema
 from tests.unit.db.sample_results import sample_results

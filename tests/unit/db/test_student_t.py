@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import student_t
-from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import mean_ci95
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import student_t
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts.results_contract import mean_ci95
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint import checkpoint_info
 
 from .helpers import ROOT
 

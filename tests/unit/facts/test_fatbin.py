@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import fatbin
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import fatbin
 
 from .helpers import GPU_FIXTURES
 

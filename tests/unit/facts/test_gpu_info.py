@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import gpu_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import gpu_info
 
 from .helpers import GPU_FIXTURES, GPU_SETS, read
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import stack_info
 
 
 def run(argv):

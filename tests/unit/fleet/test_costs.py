@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import results_db
 from bwtune.analysis.hardware_group import HardwareGroup
 from bwtune.fleet import costs

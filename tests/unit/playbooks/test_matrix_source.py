@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import matrix_source
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import matrix_source
 from bwtune import matrix_file
 
 

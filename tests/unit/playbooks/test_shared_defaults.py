@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import vocabulary
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import vocabulary
 
 REPO = Path(__file__).resolve().parents[3]
 ROLE_FILES = sorted(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import vocabulary
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import vocabulary
 
 
 def host(**set_vars: Any) -> Any:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import kernel_build as kb
-from ansible_collections.bwtune.sglang.plugins.module_utils import preflight as pf
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import kernel_build as kb
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import preflight as pf
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import stack_root as sl
 from ansible_collections.bwtune.sglang.plugins.modules import stack_preflight
 from tests.unit.provision import direct
 

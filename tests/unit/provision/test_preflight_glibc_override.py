@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import preflight as pf
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import preflight as pf
 from tests.unit.provision import direct
 
 REPO = Path(__file__).resolve().parents[3]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import preflight as pf
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import preflight as pf
 
 REPO = Path(__file__).resolve().parents[3]
 

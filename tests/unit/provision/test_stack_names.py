@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info, stack_root
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import stack_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import stack_root
 from bwtune.commands.provision import describe
 
 INPUTS = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import stack_root as sl
 
 COMMIT_A = "a" * 40
 COMMIT_B = "b" * 40

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.filter.torch_version_matches import FilterModule
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_root as sl
-from ansible_collections.bwtune.sglang.plugins.module_utils import torch_pin
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import stack_root as sl
+from ansible_collections.bwtune.sglang.plugins.module_utils._provision import torch_pin
 
 
 @pytest.mark.parametrize(

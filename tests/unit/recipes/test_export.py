@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import cli, exit_codes, store
 from bwtune.recipes import recipe_file
 from tests.unit.recipes.recipe_store import GPU_FACTS, RUN, STACK, make_store

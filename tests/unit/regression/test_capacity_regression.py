@@ -9,7 +9,7 @@ import sqlite3
 
 from history_lines import STACK
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import regression, regression_history, results_db
 
 WORKLOAD = "capacity"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
-from ansible_collections.bwtune.sglang.plugins.module_utils import stack_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import stack_info
 
 PROBE = {
     "python": {"version": "3.12.3"},

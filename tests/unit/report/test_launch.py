@@ -4,7 +4,7 @@ import shlex
 
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.server_argv import flags_to_args
+from ansible_collections.bwtune.sglang.plugins.module_utils._serving.server_argv import flags_to_args
 from bwtune.report import launch
 
 LAUNCH = ["/opt/bwtune/stacks/ab12/bin/python", "-m", "sglang.launch_server"]

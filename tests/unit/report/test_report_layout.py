@@ -15,7 +15,7 @@ import pytest
 from headless import FLAGS, chromium
 from sample_results import sample_results
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, results_db
 from bwtune.app import sweep_service
 from bwtune.commands import sweep_command as sweep

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_download as cf
-from ansible_collections.bwtune.sglang.plugins.module_utils import checkpoint_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint import checkpoint_download as cf
+from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint import checkpoint_info
 from tests.fixtures.hub.make_repo import SHARDS, make_repo
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, cli, exit_codes, results_db
 from bwtune.analysis.hardware_group import HardwareGroup, select, why_not_in
 from bwtune.commands import promote

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import server_argv as sc
+from ansible_collections.bwtune.sglang.plugins.module_utils._serving import server_argv as sc
 
 
 def test_flags_become_words_switches_and_lists() -> None:

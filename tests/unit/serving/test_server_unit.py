@@ -69,7 +69,7 @@ def test_unit_has_the_hardening_and_the_two_environment_files() -> None:
 def test_the_api_key_is_read_from_a_file_never_from_the_command_line() -> None:
     """Issue 20 #29: `ps` shows a command line to every local user (ProtectProc= hides other
     processes from the service, not the service from other users)."""
-    from ansible_collections.bwtune.sglang.plugins.module_utils import server_argv as sc
+    from ansible_collections.bwtune.sglang.plugins.module_utils._serving import server_argv as sc
 
     args = sc.server_args(["--tp-size", "8"], model_path="/m", host="127.0.0.1", port=30000)
     line = sc.exec_start(["/opt/bwtune/stacks/current/bin/python", "-m", "sglang.launch_server"], args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import unit_health as sh
+from ansible_collections.bwtune.sglang.plugins.module_utils._serving import unit_health as sh
 
 OOM_LOG = [
     "Load weight end. type=Qwen3_5MoeForConditionalGeneration (simulated)",

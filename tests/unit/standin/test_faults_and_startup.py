@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.failure_classifier import classify
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.failure_classifier import classify
 from bwtune.standin import verdicts
 from bwtune.standin.args import flag_table, parse
 from bwtune.standin.faults import FaultError, parse_fault

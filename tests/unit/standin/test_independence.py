@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import PROMPTS
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.correctness_prompts import PROMPTS
 from bwtune.standin.textgen import answer
 
 STANDIN = Path(__file__).resolve().parents[3] / "src" / "bwtune" / "standin"

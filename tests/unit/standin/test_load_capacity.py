@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import capacity_search, results_contract
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import run_workload
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_workload import Workload
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench import capacity_search
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_client import run_workload
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_workload import Workload
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
 from bwtune.standin import load_capacity as capacity
 from bwtune.standin.load_capacity import RoundLoad, median_round, simulate_round, true_capacity
 from bwtune.standin.performance import ConfigPerformance

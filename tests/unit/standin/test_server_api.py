@@ -8,7 +8,7 @@ import json
 import openai
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import PROMPTS
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.correctness_prompts import PROMPTS
 
 META_KEYS = {"id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "weight_version"}
 

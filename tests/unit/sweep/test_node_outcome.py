@@ -1,4 +1,4 @@
-"""A node's sweep outcome has one declaration (issue 22): module_utils/node_outcome. The
+"""A node's sweep outcome has one declaration (issue 22): module_utils/_contracts/node_outcome. The
 sweep that builds it, the sweep_progress module that returns it, the sweep_summary filter
 and the controller (`bwtune sweep`'s node_results and what reads it) use its builders and
 readers; these tests hold every outcome the node returns to the declared keys."""
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.filter import sweep_summary
-from ansible_collections.bwtune.sglang.plugins.module_utils import node_outcome, sweep_runner, sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import node_outcome
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner, sweep_state
 from ansible_collections.bwtune.sglang.plugins.modules import sweep_progress
 from bwtune import progress
 from bwtune.ansible_run import RunnerEvent

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan as make_real_plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan as make_real_plan
 from bwtune import results_db
 from bwtune.app import sweep_service
 

@@ -1,4 +1,4 @@
-"""The progress file has one declaration (issue 22): module_utils/progress_fields. The
+"""The progress file has one declaration (issue 22): module_utils/_contracts/progress_fields. The
 writer (sweep_state.Progress), the sweep_progress module's view and the controller's live
 view (bwtune.progress.HostProgress) each derive from it, and these tests fail when a field
 is added in one of them only."""
@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import progress_fields, sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import progress_fields
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_state
 from ansible_collections.bwtune.sglang.plugins.modules import sweep_progress
 from bwtune import progress
 from bwtune.ansible_run import RunnerEvent

@@ -13,13 +13,13 @@ import sys
 import time
 from pathlib import Path
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_state
 
 REPO = Path(__file__).resolve().parents[3]
 COLLECTIONS = REPO / "build" / "dev-collections"
 MODULE = "ansible_collections.bwtune.sglang.plugins.modules.sweep_progress"
 WRITE_PROGRESS = (
-    "import sys; from ansible_collections.bwtune.sglang.plugins.module_utils import sweep_state; "
+    "import sys; from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_state; "
     "sweep_state.Progress(sys.argv[1], 'r1', 3)"
 )
 

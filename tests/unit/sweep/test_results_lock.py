@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.sweep_failures import SweepFailed
-from ansible_collections.bwtune.sglang.plugins.module_utils.sweep_locks import lock_results
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep.sweep_failures import SweepFailed
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep.sweep_locks import lock_results
 
 
 def test_a_second_sweep_on_the_same_results_file_is_refused(tmp_path: Path) -> None:

@@ -18,12 +18,9 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
-    bench_client,
-    results_contract,
-    sweep_core,
-    sweep_runner,
-)
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench import bench_client
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_core, sweep_runner
 
 MATRIX: dict[str, Any] = {
     "model": {"path": "/models/qwen", "quantization": "modelopt_fp4"},

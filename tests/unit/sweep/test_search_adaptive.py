@@ -16,20 +16,17 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
-    results_contract,
-    strategies,
-    strategy_model,
-)
-from ansible_collections.bwtune.sglang.plugins.module_utils.planner import plan as make_real_plan
-from ansible_collections.bwtune.sglang.plugins.module_utils.strategies import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.planner import plan as make_real_plan
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies, strategy_model
+from ansible_collections.bwtune.sglang.plugins.module_utils._search.strategies import (
     SCREEN,
     Objective,
     Scoreboard,
     run_order,
     screen_gate,
 )
-from ansible_collections.bwtune.sglang.plugins.module_utils.sweep_runner import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep.sweep_runner import (
     BadInput,
     SweepOptions,
     prior_scores,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
 
 BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 

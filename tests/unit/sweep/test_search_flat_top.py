@@ -9,8 +9,8 @@ import math
 import random
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import strategies
-from ansible_collections.bwtune.sglang.plugins.module_utils.strategies import Scoreboard
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils._search.strategies import Scoreboard
 from tests.unit.sweep.test_search_adaptive import AXES, drive, make_plan, objective, point_of
 
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import planner, strategies
-from ansible_collections.bwtune.sglang.plugins.module_utils.strategies import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils._search.strategies import (
     Objective,
     Scoreboard,
     planned_launches,

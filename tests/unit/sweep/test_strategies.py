@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import strategies
-from ansible_collections.bwtune.sglang.plugins.module_utils.strategies import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils._search.strategies import (
     Objective,
     Scoreboard,
     run_order,
@@ -162,7 +162,7 @@ def test_every_list_of_strategy_names_is_the_contracts() -> None:
 
     import yaml
 
-    from ansible_collections.bwtune.sglang.plugins.module_utils.results_contract import STRATEGIES
+    from ansible_collections.bwtune.sglang.plugins.module_utils._contracts.results_contract import STRATEGIES
     from ansible_collections.bwtune.sglang.plugins.modules import sweep as sweep_module
 
     root = Path(__file__).resolve().parents[3]

@@ -12,7 +12,8 @@ import jinja2
 import pytest
 
 from ansible_collections.bwtune.sglang.plugins.filter import startup_cache_layout
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher, sweep_runner, sweep_state
+from ansible_collections.bwtune.sglang.plugins.module_utils._server import launcher
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner, sweep_state
 
 REPO = Path(__file__).resolve().parents[3]
 SERVER_ENV = REPO / "roles" / "server" / "templates" / "environment.j2"

@@ -19,9 +19,12 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import BenchClient, RequestResult
-from ansible_collections.bwtune.sglang.plugins.module_utils.http_stream import _Response
-from ansible_collections.bwtune.sglang.plugins.module_utils.sse_tokens import SseTokens
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_client import (
+    BenchClient,
+    RequestResult,
+)
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.http_stream import _Response
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.sse_tokens import SseTokens
 
 # Sums and differences of perf_counter floats (~1e5 s) round at ~1e-11 s: far below any
 # real effect, yet enough to tell `t - s >= 0` from a rounding of it.

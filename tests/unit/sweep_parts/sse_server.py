@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import find_prompt
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.correctness_prompts import find_prompt
 
 NAN = "probability tensor contains either `inf`, `nan` or element < 0"
 

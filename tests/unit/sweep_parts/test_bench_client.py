@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import bench_client
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_client import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench import bench_client
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_client import (
     SAMPLES_PER_REPETITION,
     BenchClient,
     RequestResult,
     Workload,
     run_workload,
 )
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import Slo
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_workload import WorkloadError
-from ansible_collections.bwtune.sglang.plugins.module_utils.http_stream import _Response
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_stats import Slo
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_workload import WorkloadError
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.http_stream import _Response
 
 from .client_probe import FLOAT_SLACK_S, ClientProbe, itl_bounds
 

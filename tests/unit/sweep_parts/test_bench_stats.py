@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.bench_stats import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_stats import (
     RequestTiming,
     Slo,
     run_metrics,

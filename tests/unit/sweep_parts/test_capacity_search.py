@@ -9,20 +9,18 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
-    bench_workload,
-    results_contract,
-    strategies,
-)
-from ansible_collections.bwtune.sglang.plugins.module_utils.capacity_search import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench import bench_workload
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.capacity_search import (
     MIN_ROUND_REQUESTS,
     CapacitySpec,
     CapacitySpecError,
     round_gaps,
     search,
 )
-from ansible_collections.bwtune.sglang.plugins.module_utils.catalog import FlagTable
-from ansible_collections.bwtune.sglang.plugins.module_utils.matrix import MatrixError, parse
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract
+from ansible_collections.bwtune.sglang.plugins.module_utils._plan.matrix import MatrixError, parse
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils._sglang.catalog import FlagTable
 
 SLO = {"p99_ttft_ms": 2000, "p99_tpot_ms": 50}
 

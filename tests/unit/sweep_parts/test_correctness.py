@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.correctness import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.correctness import (
     OutputAudit,
     check_outputs,
     repeated_unit,
     run_gate,
 )
-from ansible_collections.bwtune.sglang.plugins.module_utils.correctness_prompts import BY_NAME, PROMPTS
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.correctness_prompts import BY_NAME, PROMPTS
 
 GOOD = {p.name: p.expected + " and more." for p in PROMPTS}
 

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import health_wait, launcher, proc_scan
-from ansible_collections.bwtune.sglang.plugins.module_utils.launcher import (
+from ansible_collections.bwtune.sglang.plugins.module_utils._server import health_wait, launcher, proc_scan
+from ansible_collections.bwtune.sglang.plugins.module_utils._server.launcher import (
     OrphanError,
     classify_failure,
     find_leftover,
@@ -270,7 +270,7 @@ def test_log_tail_returns_the_last_lines(tmp_path):
 
 
 def test_stop_leftover_from_the_inflight_marker_file(tmp_path, no_gpu_tool, started):
-    from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import ResultsFile
+    from ansible_collections.bwtune.sglang.plugins.module_utils._contracts.results_file import ResultsFile
 
     rf = ResultsFile(str(tmp_path / "results.jsonl"))
     h = started(tmp_path, "--mode", "healthy")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import launcher
+from ansible_collections.bwtune.sglang.plugins.module_utils._server import launcher
 
 KEY = "sk-test-api-key-0123456789"
 TOKEN = "hf_TestTokenAbcdefghijklmnop"
@@ -105,7 +105,7 @@ def test_a_command_that_does_not_exist_is_an_oserror_as_before(tmp_path: Path) -
 KILLED_SWEEP = textwrap.dedent(
     """
     import os, signal, sys
-    from ansible_collections.bwtune.sglang.plugins.module_utils import launcher
+    from ansible_collections.bwtune.sglang.plugins.module_utils._server import launcher
 
     go, log, key = sys.argv[1:4]
     server = (

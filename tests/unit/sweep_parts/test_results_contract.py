@@ -1,4 +1,4 @@
-"""The results contract (plugins/module_utils/results_contract.py): one rule for node and controller."""
+"""The results contract (module_utils/_contracts/results_contract.py): one rule for node and controller."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as rc
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_line, strategies
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as rc
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_line
+from ansible_collections.bwtune.sglang.plugins.module_utils._search import strategies
 
 
 def _line(config_id: str, status: str = "ok", value: float | None = 10.0, **extra: object) -> dict:

@@ -1,4 +1,4 @@
-"""The results line's field table (plugins/module_utils/results_fields.py) is the one
+"""The results line's field table (plugins/module_utils/_contracts/results_fields.py) is the one
 declaration of a line: the builder's defaults, the validator's checks and the `--json` view
 are what it says, field by field."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_contract as rc
-from ansible_collections.bwtune.sglang.plugins.module_utils import results_fields as rf
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as rc
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields as rf
 
 # A value each checked kind refuses (unchecked kinds refuse nothing).
 _WRONG = {

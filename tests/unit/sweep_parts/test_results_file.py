@@ -10,7 +10,10 @@ import textwrap
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import ResultsFile, ResultsFileError
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts.results_file import (
+    ResultsFile,
+    ResultsFileError,
+)
 
 
 def line(config_id: str, status: str = "ok", fp: str = "fp1", run: str = "r1") -> dict:
@@ -100,7 +103,7 @@ def test_a_write_killed_mid_line_loses_only_that_line(tmp_path):
     code = textwrap.dedent(
         f"""
         import os, sys
-        from ansible_collections.bwtune.sglang.plugins.module_utils.results_file import ResultsFile
+        from ansible_collections.bwtune.sglang.plugins.module_utils._contracts.results_file import ResultsFile
         rf = ResultsFile({str(path)!r})
         for i in range(5):
             rf.append(dict({line("c0", fp="fp")!r}, config_id="c%d" % i))

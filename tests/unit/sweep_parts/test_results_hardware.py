@@ -16,15 +16,14 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
-    bench_client,
-    gpu_info,
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench import bench_client
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import (
     results_contract,
     results_fields,
     results_line,
-    sweep_core,
-    sweep_runner,
 )
+from ansible_collections.bwtune.sglang.plugins.module_utils._facts import gpu_info
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_core, sweep_runner
 from bwtune.analysis.hardware_group import HardwareGroup
 from bwtune.standin import fake_smi
 from bwtune.standin.profile import PROFILE_ENV

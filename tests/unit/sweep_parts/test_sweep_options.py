@@ -1,4 +1,4 @@
-"""The sweep module's options are defined once (module_utils/sweep_options.py, issue 22).
+"""The sweep module's options are defined once (module_utils/_contracts/sweep_options.py, issue 22).
 
 The module's argument_spec and SweepOptions' defaults and bounds come from that table; the
 module's DOCUMENTATION (a literal YAML string, for ansible-doc and ansible-test) and the sweep
@@ -15,11 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.bwtune.sglang.plugins.module_utils import (
-    results_contract,
-    sweep_options,
-    sweep_runner,
-)
+from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract, sweep_options
+from ansible_collections.bwtune.sglang.plugins.module_utils._sweep import sweep_runner
 from ansible_collections.bwtune.sglang.plugins.modules import sweep as sweep_module
 
 REPO = Path(__file__).resolve().parents[3]
