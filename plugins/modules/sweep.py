@@ -136,6 +136,16 @@ options:
         description: The objective's value measured for the config (a positive number).
         type: float
         required: true
+  only_configs:
+    description:
+      - The config ids of the plan's launches this node runs (its share of a fleet sweep, which
+        C(bwtune sweep) gives each host of a hardware group). The node plans the whole matrix
+        as without it (the same pruned and duplicate lines) but launches only these; the plan's
+        other launches get no line and are not listed as left out.
+      - Only with O(strategy=grid), whose launches do not depend on what earlier launches
+        measured. Each id must be a launch of this node's plan. Unset, every launch runs.
+    type: list
+    elements: str
   force:
     description: Measure again configs the results file already has for this stack.
     type: bool

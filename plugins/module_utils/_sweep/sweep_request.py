@@ -65,6 +65,7 @@ class SweepOptions:
             )
         self.force = bool(params.get("force"))
         self.prior = _check_prior(params.get("prior"))
+        self.only_configs = _check_only_configs(params.get("only_configs"), self.strategy)
         self.simulated = bool(params.get("simulated"))
         self.facts = params.get("facts") or {}
         self.gpu = params.get("gpu")
@@ -123,6 +124,51 @@ def _check_results_path(given: Any) -> str:
             "give a folder for the runs, e.g. ~/.local/share/bwtune/sweeps" % text
         )
     return path
+
+
+# The one strategy whose launches are the plan's, whatever the launches before measured: a
+# fleet sweep can share them out among hosts up front (only_configs).
+FIXED_LAUNCHES = ("grid",)
+
+
+def _check_only_configs(given: Any, strategy: str) -> list[str] | None:
+    """This node's share of the plan's launches (config ids, each once), or None: every launch."""
+    if given is None:
+        return None
+    if not isinstance(given, (list, tuple)):
+        raise BadInput("only_configs: expected a list of config ids, got %r" % (given,))
+    if strategy not in FIXED_LAUNCHES:
+        raise BadInput(
+            "only_configs: given with strategy %r, whose launches depend on what earlier launches "
+            "measured; a share of the plan's launches is for strategy %s"
+            % (strategy, " or ".join(FIXED_LAUNCHES))
+        )
+    seen: dict[str, None] = {}
+    for n, config in enumerate(given):
+        if not isinstance(config, str) or not config:
+            raise BadInput("only_configs[%d]: %r is not a config id" % (n, config))
+        if config in seen:
+            raise BadInput("only_configs[%d]: %r is listed twice" % (n, config))
+        seen[config] = None
+    return list(seen)
+
+
+def check_share(options: SweepOptions, the_plan: dict[str, Any]) -> None:
+    """Every id of only_configs is a launch of this node's plan (else the controller planned
+    another plan than the node's, and a launch would be lost): BadInput naming the first."""
+    if options.only_configs is None:
+        return
+    launches = {launch["config"] for launch in the_plan.get("launches", [])}
+    statuses = {c["id"]: c.get("status") for c in the_plan.get("configs", [])}
+    for config in options.only_configs:
+        if config not in launches:
+            why = (
+                "is %s in this node's plan" % statuses[config]
+                if config in statuses
+                else "is not a config of this node's plan (gpu %s, SGLang %s)"
+                % (the_plan.get("gpu"), the_plan.get("sglang_version"))
+            )
+            raise BadInput("only_configs: %r %s: nothing was launched" % (config, why))
 
 
 def _check_prior(prior: Any) -> list[dict[str, Any]]:
@@ -193,4 +239,6 @@ def make_plan(options: SweepOptions) -> dict[str, Any]:
         )
     except planner.MatrixError as exc:
         raise BadInput("matrix: %s" % exc) from None
-    return the_plan.to_dict()
+    planned = the_plan.to_dict()
+    check_share(options, planned)
+    return planned

@@ -97,8 +97,13 @@ class Sweep(ResumeChecks, ConfigLaunch):
             self.options.matrix.get("baseline"),
             prior=prior_scores(self.options.prior, self.plan),
         )
+        # A fleet sweep's share (only_configs): the plan is the whole matrix's, the launches
+        # only this node's; the others are another host's, with no line here.
+        assigned = self.assigned()
+        if self.options.only_configs is not None:  # grid only: its order is the plan's, fixed
+            order = iter([config_id for config_id in order if config_id in assigned])
         self._check_file_lost(on_file)
-        planned = len(self.plan["launches"]) - len(previous)
+        planned = len(assigned) - len(assigned & set(previous))
         try:
             progress = sweep_state.Progress(self.options.results_path, self.options.run_id, planned)
         except sweep_state.WriteFailed as exc:
@@ -140,6 +145,13 @@ class Sweep(ResumeChecks, ConfigLaunch):
             raise SweepFailed(str(exc), partial=outcome) from None
         return outcome
 
+    def assigned(self) -> set[str]:
+        """The plan's launches this node runs: its only_configs, else every one."""
+        launches = {launch["config"] for launch in self.plan["launches"]}
+        if self.options.only_configs is None:
+            return launches
+        return launches & set(self.options.only_configs)
+
     def outcome(self, previous: dict[str, Any], leftover: Any, error: str | None) -> dict[str, Any]:
         # Every line of the run, in the order written: earlier launches of a re-measured
         # config and a resumed run's pruned and duplicate lines too (each reaches the
@@ -156,10 +168,11 @@ class Sweep(ResumeChecks, ConfigLaunch):
         # run), or the sweep stopped before them. Every config of the plan is then accounted
         # for: a line, or one of these.
         measured = {line["config_id"] for line in lines if results_contract.is_launched(line["status"])}
+        assigned = self.assigned()
         unlaunched = [
             {"config": c["config"], "point": self.configs.get(c["config"], {}).get("point", {})}
             for c in self.plan["launches"]
-            if c["config"] not in measured
+            if c["config"] not in measured and c["config"] in assigned
         ]
         # Its keys and the outcome's: node_outcome (the filter and the controller read them so).
         summary = node_outcome.make_summary(
@@ -169,7 +182,7 @@ class Sweep(ResumeChecks, ConfigLaunch):
             valid_configs=valid,
             launches=self.launches,
             resumed=len(previous),
-            saved_launches=max(valid - self.launches - len(previous), 0),
+            saved_launches=max(len(assigned) - self.launches - len(assigned & set(previous)), 0),
             screened_out=sum(1 for line in self.lines if line.get("screened_out")),
             by_status=counts,
             objective={
