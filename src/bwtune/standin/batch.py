@@ -102,10 +102,11 @@ class BatchSimulator:
             return out
         spec = self.perf.spec
         still: list[SimRequest] = []
+        batch = len(self.running)
         for req in self.running:
             if req.finished:
                 continue
-            k = spec.draw(self.rng) if spec else 1
+            k = spec.draw(self.rng, batch) if spec else 1
             if spec:
                 req.spec_verify_ct += 1
                 self.total_spec_verify += 1

@@ -153,7 +153,7 @@ def _steady_rate(perf: ConfigPerformance, max_running: int, load: RoundLoad) -> 
     """Requests/s with the batch always full: a prefill of max_running requests, then their
     decode at a full batch. Where the bisection starts: a round of `requests` may pass
     somewhat above it (its queue has no time to grow), so the search looks up to 4x."""
-    tokens = max(1, load.output_len - 1) / perf.mean_tokens_per_step()
+    tokens = max(1, load.output_len - 1) / perf.mean_tokens_per_step(max_running)
     cycle = perf.prefill_seconds(load.input_len * max_running) + tokens * perf.step_seconds(max_running)
     return max_running / cycle
 

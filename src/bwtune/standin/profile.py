@@ -68,22 +68,41 @@ class Speculative:
     per_draft_step_factor: float  # each draft step (the MTP layer) adds this much
     accept_length: dict[int, float]  # tokens per verify step (bonus token included) -> probability
     source: str
+    # Draft compute that grows with the running batch: a verify step scores every running
+    # request's draft tokens; past the first request's, (batch - 1) x (draft tokens - 1) of
+    # them, those above verify_knee_tokens (while the pass stays memory-bound they are nearly
+    # free) cost this many ms each. 0: none.
+    draft_cost_ms_per_token: float = 0.0
+    verify_knee_tokens: float = 0.0
+    # The accept rate falls with the batch: the accepted draft tokens (past the bonus token)
+    # are scaled by H / (H + batch - 1), H this value (they halve at batch H + 1). None: flat.
+    accept_halving_batch: float | None = None
 
     def step_factor(self, num_steps: int) -> float:
         return self.base_step_factor + self.per_draft_step_factor * num_steps
 
-    def distribution(self, max_tokens: int) -> list[tuple[int, float]]:
+    def distribution(self, max_tokens: int, batch: int = 1) -> list[tuple[int, float]]:
         """The accept-length distribution capped at `max_tokens` (the draft tokens + 1 bonus):
-        probability above the cap collapses onto the cap."""
+        probability above the cap collapses onto the cap. At a running batch past 1 each
+        length above 1 keeps accept_scale(batch) of its probability; the rest goes to 1."""
         capped: dict[int, float] = {}
         for length, p in self.accept_length.items():
             key = max(1, min(length, max_tokens))
             capped[key] = capped.get(key, 0.0) + p
         total = sum(capped.values())
-        return [(k, capped[k] / total) for k in sorted(capped)]
+        scale = self.accept_scale(batch)
+        out = {k: capped[k] / total * (scale if k > 1 else 1.0) for k in capped}
+        out[1] = out.get(1, 0.0) + (1.0 - sum(out.values()))
+        return [(k, out[k]) for k in sorted(out)]
 
-    def mean_accept_length(self, max_tokens: int) -> float:
-        return sum(k * p for k, p in self.distribution(max_tokens))
+    def mean_accept_length(self, max_tokens: int, batch: int = 1) -> float:
+        return sum(k * p for k, p in self.distribution(max_tokens, batch))
+
+    def accept_scale(self, batch: int) -> float:
+        """What share of the accepted draft tokens is left at this running batch (1 at batch 1)."""
+        if self.accept_halving_batch is None or batch <= 1:
+            return 1.0
+        return self.accept_halving_batch / (self.accept_halving_batch + batch - 1)
 
 
 @dataclass(frozen=True)
@@ -277,7 +296,17 @@ def _parse(path: Path, data: dict[str, Any]) -> Profile:
         per_draft_step_factor=float(r.get("speculative.per_draft_step_factor", float)),
         accept_length=accept,
         source=r.get("speculative.source", str),
+        draft_cost_ms_per_token=float(r.get("speculative.draft_cost_ms_per_token", float, 0.0)),
+        verify_knee_tokens=float(r.get("speculative.verify_knee_tokens", float, 0.0)),
+        accept_halving_batch=(
+            r.positive("speculative.accept_halving_batch")
+            if r.get("speculative.accept_halving_batch", (int, float), None) is not None
+            else None
+        ),
     )
+    for key in ("draft_cost_ms_per_token", "verify_knee_tokens"):
+        if getattr(speculative, key) < 0:
+            raise ProfileError(f"{path}: speculative.{key} = {getattr(speculative, key)!r} must be >= 0")
     faults = []
     for i, raw in enumerate(r.get("faults", list, [])):
         where = f"faults[{i}]"
