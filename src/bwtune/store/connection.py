@@ -1,6 +1,8 @@
 """Opening the results database: for writing (created and migrated on open), for reading
 only (never a write, never a migration), and the up-front check that a sweep's results
-will have somewhere to go."""
+will have somewhere to go. A file is a SQLite database; a `postgresql://` URL (paths.
+DatabaseURL) a store on a PostgreSQL server (bwtune.store.postgres), with the same schema,
+migrations and queries."""
 
 from __future__ import annotations
 
@@ -9,22 +11,33 @@ import sqlite3
 import sys
 import tempfile
 from pathlib import Path
+from typing import TypeAlias
 
 from bwtune.store import schema
 from bwtune.store.errors import MissingDatabaseError, SchemaTooNewError, StorageError
-from bwtune.store.paths import bwtune_home, default_db_path
+from bwtune.store.paths import DatabaseURL, bwtune_home, database_target
+from bwtune.store.postgres import PostgresConnection, connect_postgres
+
+# What connect and connect_readonly give: a sqlite3 connection, or a PostgreSQL one that
+# takes the same calls.
+StoreConnection: TypeAlias = sqlite3.Connection | PostgresConnection
 
 # bwtune refuses to start a sweep with less than this free where it keeps the database and reports.
 MIN_FREE_BYTES = 16 * 1024 * 1024
 
 
-def connect(path: str | Path | None = None, *, create: bool = True) -> sqlite3.Connection:
+def connect(path: str | Path | DatabaseURL | None = None, *, create: bool = True) -> sqlite3.Connection:
     """Open the results database in WAL mode and migrate it.
 
     `create=False` is for reading commands (runs, report, export): a database that does not
-    exist raises MissingDatabaseError, and neither it nor its folder is created.
+    exist raises MissingDatabaseError, and neither it nor its folder is created. On a
+    PostgreSQL server the database itself must exist (its owner creates it); the store's
+    tables are created in it, unless `create=False` and bwtune never wrote there.
     """
-    db_path = Path(path) if path is not None else default_db_path()
+    target = database_target(path)
+    if isinstance(target, DatabaseURL):
+        return _connect_server(target, create=create)
+    db_path = target
     if str(db_path) == ":memory:":
         conn = sqlite3.connect(":memory:", isolation_level=None)
     elif create:
@@ -58,7 +71,46 @@ class _ReadConnection(sqlite3.Connection):
     notice: str | None = None
 
 
-def connect_readonly(path: str | Path | None = None) -> sqlite3.Connection:
+def _connect_server(target: DatabaseURL, *, create: bool) -> PostgresConnection:
+    conn = connect_postgres(target, read_only=False)
+    try:
+        if not create and schema.schema_version(conn) == 0:
+            raise MissingDatabaseError(_no_store(target))
+        schema.migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _no_store(target: DatabaseURL) -> str:
+    return f"no results store in {target} (bwtune sweep or bwtune import creates it)"
+
+
+def _connect_server_readonly(target: DatabaseURL) -> PostgresConnection:
+    """A reading command's session on the server: read-only there too, never a migration."""
+    conn = connect_postgres(target, read_only=True)
+    try:
+        version = schema.schema_version(conn)
+        if version == 0:
+            raise MissingDatabaseError(_no_store(target))
+        if version > schema.SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                f"results database schema version {version} is newer than this bwtune "
+                f"understands ({schema.SCHEMA_VERSION}); upgrade bwtune"
+            )
+        if version < schema.SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                f"results store {target} has schema version {version}, older than this bwtune's "
+                f"{schema.SCHEMA_VERSION}; a writing command (bwtune import, bwtune sweep) upgrades it"
+            )
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def connect_readonly(path: str | Path | DatabaseURL | None = None) -> sqlite3.Connection:
     """Open the results database for a reading command (runs, report, export, baseline show,
     plan): SQLite's `mode=ro`, never a write, never a migration.
 
@@ -66,9 +118,14 @@ def connect_readonly(path: str | Path | None = None) -> sqlite3.Connection:
     file (every write checkpointed, no writer at work) is opened `immutable=1`: SQLite then
     needs no -shm file. A database of an older schema is left as it is and read through a
     copy upgraded in memory; the connection's `notice` names the command that upgrades the
-    file in place. Missing: MissingDatabaseError; newer: SchemaTooNewError.
+    file in place. Missing: MissingDatabaseError; newer: SchemaTooNewError. A PostgreSQL
+    store is read in a read-only session; one of an older schema is refused (one line)
+    until a writing command upgrades it.
     """
-    db_path = Path(path) if path is not None else default_db_path()
+    target = database_target(path)
+    if isinstance(target, DatabaseURL):
+        return _connect_server_readonly(target)
+    db_path = target
     if not db_path.is_file():
         raise MissingDatabaseError(
             f"no results database at {db_path} (bwtune sweep or bwtune import creates it)"
@@ -100,7 +157,7 @@ def connect_readonly(path: str | Path | None = None) -> sqlite3.Connection:
     return conn
 
 
-def print_notice(conn: sqlite3.Connection, prog: str) -> None:
+def print_notice(conn: StoreConnection, prog: str) -> None:
     """Print a read-only connection's notice (an older schema), if any, as one stderr line."""
     notice = getattr(conn, "notice", None)
     if notice:
@@ -142,16 +199,23 @@ def _is_wal(db_path: Path) -> bool:
 
 
 def check_writable(
-    home: Path | None = None, db_path: Path | None = None, *, min_free_bytes: int = MIN_FREE_BYTES
+    home: Path | None = None,
+    db_path: Path | DatabaseURL | None = None,
+    *,
+    min_free_bytes: int = MIN_FREE_BYTES,
 ) -> None:
     """Refuse up front (StorageError, one line) a BWTUNE_HOME or results database that could
-    not take a run's results: not creatable, read-only, (nearly) full, damaged or too new.
+    not take a run's results: not creatable, read-only, (nearly) full, damaged or too new;
+    a PostgreSQL store that cannot be reached or written.
 
     A sweep calls this before it launches anything, so such a fault never costs a sweep.
     """
     home = home if home is not None else bwtune_home()
-    db_path = db_path if db_path is not None else default_db_path()
+    db_path = database_target(db_path)
     _check_folder(home, "BWTUNE_HOME", min_free_bytes)
+    if isinstance(db_path, DatabaseURL):
+        _check_server(db_path)
+        return
     if db_path.parent != home:
         _check_folder(db_path.parent, "results database folder", min_free_bytes)
     if not db_path.exists():
@@ -173,6 +237,25 @@ def check_writable(
             conn.close()
     except (sqlite3.DatabaseError, OSError, SchemaTooNewError, MissingDatabaseError) as err:
         raise StorageError(f"results database {db_path}: {err}") from None
+
+
+def _check_server(target: DatabaseURL) -> None:
+    try:
+        conn = connect(target)
+        try:
+            with schema.transaction(conn):  # a write that is rolled back: a read-only role fails here
+                conn.execute("CREATE TEMPORARY TABLE bwtune_write_probe (x INTEGER)")
+                conn.execute(
+                    "INSERT OR IGNORE INTO runs (run_id, created_at, objective_json) VALUES (?, ?, ?)",
+                    ("bwtune-write-probe", "", "{}"),
+                )
+                raise _RollBack
+        except _RollBack:
+            pass
+        finally:
+            conn.close()
+    except (sqlite3.DatabaseError, OSError, SchemaTooNewError) as err:
+        raise StorageError(f"results database {target}: {err}") from None
 
 
 class _RollBack(Exception):

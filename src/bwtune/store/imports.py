@@ -17,6 +17,7 @@ from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune.store import lines, queries
+from bwtune.store.dialect import dialect_of
 from bwtune.store.files import iter_results_file
 from bwtune.store.lines import Key, dumps, now
 from bwtune.store.run_records import ensure_host, ensure_run, ensure_stack
@@ -200,13 +201,17 @@ def import_results_file(
     # One transaction of a big file inserts at random places of the primary-key indexes (config
     # ids are hashes): with SQLite's 2 MB default cache every insert spills pages to the WAL
     # again and again. IMPORT_CACHE_KIB holds those indexes (about 40 MB at 100,000 lines).
-    previous = conn.execute("PRAGMA cache_size").fetchone()[0]
-    conn.execute(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
+    # (A PostgreSQL server sizes its own cache.)
+    sqlite = dialect_of(conn).name == "sqlite"
+    previous = conn.execute("PRAGMA cache_size").fetchone()[0] if sqlite else None
+    if sqlite:
+        conn.execute(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
     try:
         _stream_into(conn, loader, path, run_id=run_id, skip_bad_lines=skip_bad_lines, batch=batch,
                      warnings=warnings)  # fmt: skip
     finally:
-        conn.execute(f"PRAGMA cache_size = {int(previous)}")
+        if previous is not None:
+            conn.execute(f"PRAGMA cache_size = {int(previous)}")
     return ImportSummary(loader.added, len(loader.replaced), loader.unchanged, tuple(loader.run_ids),
                          tuple(loader.replaced), tuple(warnings))  # fmt: skip
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
+from bwtune.store.dialect import Dialect, dialect_of
 
 # A config's id as the `--json` outputs name it ("id").
 ID = str(results_fields.BY_NAME["config_id"].json)
@@ -72,32 +73,35 @@ def whole_run_summary(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
 # launch (current and superseded lines) with the value it competes with, and per launch key
 # (host, config id, stack: results_contract.launch_key) the mean of those values and whether
 # the launch is the key's last: pick_best, in SQL.
-_RANKED_LAUNCHES = """
+def _ranked_launches(sql: Dialect, runs: str) -> str:
+    value = sql.json_value("w.values_json", "o.metric")
+    earlier = sql.json_value("s.line_json", "'metrics'", "o.workload", "'values'", "o.metric")
+    return f"""
 WITH obj AS MATERIALIZED (
     SELECT r.run_id,
-           COALESCE(NULLIF(json_extract(r.objective_json, '$.workload'), ''),
+           COALESCE(NULLIF({sql.json_text("r.objective_json", "workload")}, ''),
                     (SELECT MIN(w.workload) FROM workload_values w WHERE w.run_id = r.run_id)) AS workload,
-           COALESCE(NULLIF(json_extract(r.objective_json, '$.metric'), ''), 'output_throughput') AS metric,
-           CASE json_extract(r.objective_json, '$.goal') WHEN 'min' THEN -1.0 ELSE 1.0 END AS sign
+           COALESCE(NULLIF({sql.json_text("r.objective_json", "metric")}, ''), 'output_throughput') AS metric,
+           CASE {sql.json_text("r.objective_json", "goal")} WHEN 'min' THEN -1.0 ELSE 1.0 END AS sign
     FROM runs r WHERE {runs}
 ),
 launches AS (
     SELECT res.run_id, res.host, res.config_id, COALESCE(res.stack_fingerprint, 'None') AS fp,
            res.status, COALESCE(res.finished_at, '') AS fin, 0 AS later, res.attempt,
-           CASE WHEN res.status = 'ok' THEN json_extract(w.values_json, '$."' || o.metric || '"') END AS value
+           CASE WHEN res.status = 'ok' THEN {value} END AS value
     FROM obj o JOIN results res ON res.run_id = o.run_id
     LEFT JOIN workload_values w ON w.run_id = res.run_id AND w.host = res.host
          AND w.config_id = res.config_id AND w.workload = o.workload
     UNION ALL
-    SELECT s.run_id, s.host, s.config_id, COALESCE(json_extract(s.line_json, '$.stack_fingerprint'), 'None'),
+    SELECT s.run_id, s.host, s.config_id,
+           COALESCE({sql.json_text("s.line_json", "stack_fingerprint")}, 'None'),
            s.status, COALESCE(s.finished_at, ''), 1, s.attempt,
-           CASE WHEN s.status = 'ok' THEN
-               json_extract(s.line_json, '$.metrics."' || o.workload || '".values."' || o.metric || '"') END
+           CASE WHEN s.status = 'ok' THEN {earlier} END
     FROM obj o JOIN superseded_results s ON s.run_id = o.run_id
 ),
 ranked AS (
     SELECT l.*, o.sign,
-           AVG(CASE WHEN typeof(l.value) IN ('integer', 'real') THEN l.value END)
+           AVG(CASE WHEN {sql.is_number("l.value")} THEN {sql.number("l.value")} END)
                OVER (PARTITION BY l.run_id, l.host, l.config_id, l.fp) AS mean,
            ROW_NUMBER() OVER (PARTITION BY l.run_id, l.host, l.config_id, l.fp
                               ORDER BY l.fin DESC, l.later DESC, l.attempt DESC) AS recency
@@ -108,7 +112,7 @@ ranked AS (
 
 def _runs_clause(run_ids: Sequence[str] | None) -> tuple[str, list[str]]:
     if run_ids is None:
-        return "1", []
+        return "1 = 1", []
     return f"r.run_id IN ({', '.join('?' for _ in run_ids)})", list(run_ids)
 
 
@@ -118,11 +122,12 @@ def run_overviews(conn: sqlite3.Connection, run_ids: Sequence[str] | None = None
     objective and its best config (pick_best's, by the pooled mean of its launches), newest
     first. Never loads the results themselves."""
     runs_where, params = _runs_clause(run_ids)
+    workload = dialect_of(conn).json_text("r.objective_json", "workload")
     out: dict[str, dict[str, Any]] = {}
     for row in conn.execute(
         f"""SELECT r.run_id, r.created_at, r.objective_json,
                   (SELECT COUNT(DISTINCT host) FROM hosts h WHERE h.run_id = r.run_id) AS hosts,
-                  CASE WHEN COALESCE(json_extract(r.objective_json, '$.workload'), '') = '' THEN
+                  CASE WHEN COALESCE({workload}, '') = '' THEN
                       (SELECT MIN(w.workload) FROM workload_values w WHERE w.run_id = r.run_id) END AS first
            FROM runs r WHERE {runs_where} ORDER BY r.created_at DESC, r.run_id""",
         params,
@@ -158,7 +163,7 @@ def run_overviews(conn: sqlite3.Connection, run_ids: Sequence[str] | None = None
         for name in ("failed", "not_launched"):
             entry["counts"][name] = dict(sorted(entry["counts"][name].items()))
     best_sql = (
-        _RANKED_LAUNCHES.format(runs=runs_where)
+        _ranked_launches(dialect_of(conn), runs_where)
         + """
         , best AS (
             SELECT run_id, host, config_id, mean,
@@ -180,7 +185,7 @@ def report_keys(conn: sqlite3.Connection, run_id: str, *, top: int, per_status: 
     runs_where, params = _runs_clause([run_id])
     chosen: dict[tuple[str, str], None] = {}
     for row in conn.execute(
-        _RANKED_LAUNCHES.format(runs=runs_where)
+        _ranked_launches(dialect_of(conn), runs_where)
         + """SELECT host, config_id FROM ranked WHERE later = 0 AND status = 'ok'
              ORDER BY mean IS NULL, sign * mean DESC, host, config_id LIMIT ?""",
         (*params, top),
@@ -189,7 +194,7 @@ def report_keys(conn: sqlite3.Connection, run_id: str, *, top: int, per_status: 
     for row in conn.execute(
         """SELECT host, config_id FROM (
                SELECT host, config_id, ROW_NUMBER() OVER (PARTITION BY status ORDER BY host, config_id) AS n
-               FROM results WHERE run_id = ? AND status != 'ok')
+               FROM results WHERE run_id = ? AND status != 'ok') AS numbered
            WHERE n <= ?""",
         (run_id, per_status),
     ):

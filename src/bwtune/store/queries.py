@@ -11,6 +11,7 @@ from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune.store import lines
+from bwtune.store.dialect import dialect_of
 from bwtune.store.errors import UnknownRunError
 from bwtune.store.lines import loads
 
@@ -140,13 +141,14 @@ def keys_filter(keys: Sequence[tuple[str, str]] | None, table: str = "") -> tupl
     if keys is None:
         return "", []
     if not keys:
-        return " AND 0", []
+        return " AND 1 = 0", []
     prefix = f"{table}." if table else ""
     values = ", ".join("(?, ?)" for _ in keys)
     # IN (SELECT ... FROM (VALUES ...)): SQLite looks each pair up in the primary key; a bare
-    # IN (VALUES ...) would scan every row of the run.
+    # IN (VALUES ...) would scan every row of the run. (PostgreSQL names VALUES' columns so too.)
     return (
-        f" AND ({prefix}host, {prefix}config_id) IN (SELECT column1, column2 FROM (VALUES {values}))",
+        f" AND ({prefix}host, {prefix}config_id) IN "
+        f"(SELECT column1, column2 FROM (VALUES {values}) AS picked)",
         [v for key in keys for v in key],
     )
 
@@ -194,9 +196,10 @@ def result_count(conn: sqlite3.Connection, run_id: str) -> int:
 def measured_objective(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
     """The objective the run's lines say they were measured for (the latest line that says
     one; lines of older nodes do not), or None."""
+    sql = dialect_of(conn)
     row = conn.execute(
-        """SELECT json_extract(line_json, '$.objective') FROM results
-           WHERE run_id = ? AND json_type(line_json, '$.objective') = 'object'
+        f"""SELECT {sql.json_text("line_json", "objective")} FROM results
+           WHERE run_id = ? AND {sql.json_type("line_json", "objective")} = 'object'
            ORDER BY finished_at DESC LIMIT 1""",
         (run_id,),
     ).fetchone()

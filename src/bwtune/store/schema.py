@@ -1,8 +1,10 @@
 """The results database's schema: its ordered migrations, and the columns the field table
 (results_fields.FIELDS) says a migrated database has.
 
-The schema is versioned with `PRAGMA user_version` and upgraded by the ordered
-`MIGRATIONS`. A released migration is history: never edited, only appended to. A results
+The schema is versioned with `PRAGMA user_version` (on PostgreSQL, the one row of
+`bwtune_schema`) and upgraded by the ordered `MIGRATIONS`, the same on both backends
+(bwtune.store.dialect rewrites what PostgreSQL spells otherwise). A released migration is
+history: never edited, only appended to. A results
 line field stored in a column of its own (results_fields: store "results" or "configs")
 is added to the table by a new migration; `column_problems` (and its test) compare the
 migrated schema with the field table, so neither can drift from the other.
@@ -10,12 +12,22 @@ migrated schema with the field table, so neither can drift from the other.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_fields
+from bwtune.store.dialect import POSTGRES_FUNCTIONS, dialect_of
 from bwtune.store.errors import SchemaTooNewError
+
+
+class SQLiteOnly(str):
+    """A migration's statement that moves rows only a SQLite store can have: those written by
+    a bwtune before that migration. A PostgreSQL store is created by a bwtune of schema 4 or
+    later, so its tables are empty at that step and it skips the statement."""
+
+    __slots__ = ()
+
 
 # Each entry upgrades the schema by one version; never edit a released entry, append one.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -161,13 +173,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             FOREIGN KEY (run_id, host, config_id)
                 REFERENCES results(run_id, host, config_id) ON DELETE CASCADE
         )""",
-        """INSERT INTO workload_values (run_id, host, config_id, workload, values_json)
+        SQLiteOnly("""INSERT INTO workload_values (run_id, host, config_id, workload, values_json)
            SELECT run_id, host, config_id, workload,
                   json_group_object(metric, value) FILTER (WHERE value IS NOT NULL)
-           FROM metric_summaries GROUP BY run_id, host, config_id, workload""",
-        """INSERT OR IGNORE INTO workload_values (run_id, host, config_id, workload, values_json)
-           SELECT DISTINCT run_id, host, config_id, workload, '{}' FROM measurements""",
-        """UPDATE workload_values SET block_json = (
+           FROM metric_summaries GROUP BY run_id, host, config_id, workload"""),
+        SQLiteOnly("""INSERT OR IGNORE INTO workload_values (run_id, host, config_id, workload, values_json)
+           SELECT DISTINCT run_id, host, config_id, workload, '{}' FROM measurements"""),
+        SQLiteOnly("""UPDATE workload_values SET block_json = (
                SELECT json_object(
                    'n', (SELECT MAX(m.n) FROM metric_summaries m WHERE m.run_id = w.run_id
                          AND m.host = w.host AND m.config_id = w.config_id AND m.workload = w.workload),
@@ -188,7 +200,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
                FROM workload_values w WHERE w.rowid = workload_values.rowid)
            WHERE EXISTS (SELECT 1 FROM results r WHERE r.run_id = workload_values.run_id
                          AND r.host = workload_values.host AND r.config_id = workload_values.config_id
-                         AND r.line_json IS NULL)""",
+                         AND r.line_json IS NULL)"""),
         "DROP TABLE measurements",
         "DROP TABLE metric_summaries",
         """CREATE INDEX results_outcomes ON results(run_id, status, host, config_id, stack_fingerprint,
@@ -220,14 +232,32 @@ def _declaration(sql: str) -> tuple[str, bool, str | None]:
     return words[0], "NOT NULL" in sql, default
 
 
-def column_problems(conn: sqlite3.Connection) -> list[str]:
+# PostgreSQL's names of the declared column types (information_schema.columns.data_type).
+_POSTGRES_TYPES = {"text": "TEXT", "integer": "INTEGER", "double precision": "REAL"}
+
+
+def table_columns(conn: Any, table: str) -> dict[str, tuple[str, bool, str | None]]:
+    """A table's columns as the database has them: name -> (type, NOT NULL, default), in
+    SQLite's words (PRAGMA table_info) on either backend."""
+    if dialect_of(conn).name == "postgresql":
+        return {
+            row[0]: (_POSTGRES_TYPES.get(row[1], row[1].upper()), row[2] == "NO",
+                     None if row[3] is None else str(row[3]).split("::")[0])
+            for row in conn.execute(
+                "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
+                (table,),
+            )
+        }  # fmt: skip
+    return {row[1]: (row[2], bool(row[3]), row[4]) for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def column_problems(conn: Any) -> list[str]:
     """Where a database's results and configs tables differ from the declared columns (name,
     type, NOT NULL, default): empty for a database this bwtune created or migrated."""
     problems = []
     for table in BOOKKEEPING_COLUMNS:
-        actual = {
-            row[1]: (row[2], bool(row[3]), row[4]) for row in conn.execute(f"PRAGMA table_info({table})")
-        }
+        actual = table_columns(conn, table)
         wanted = {name: _declaration(sql) for name, sql in declared_columns(table).items()}
         for name in sorted(set(actual) | set(wanted)):
             if actual.get(name) != wanted.get(name):
@@ -237,29 +267,60 @@ def column_problems(conn: sqlite3.Connection) -> list[str]:
     return problems
 
 
-def schema_version(conn: sqlite3.Connection) -> int:
+def schema_version(conn: Any) -> int:
+    """The database's schema version: 0 for one bwtune never wrote to."""
+    if dialect_of(conn).name == "postgresql":
+        if conn.execute("SELECT to_regclass('bwtune_schema')").fetchone()[0] is None:
+            return 0
+        row = conn.execute("SELECT MAX(version) FROM bwtune_schema").fetchone()
+        return int(row[0] or 0)
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply the migrations this database lacks, each atomically; return the new version."""
+def _set_version(conn: Any, version: int) -> None:
+    if dialect_of(conn).name == "postgresql":
+        conn.execute("DELETE FROM bwtune_schema")
+        conn.execute("INSERT INTO bwtune_schema (version) VALUES (?)", (version,))
+    else:
+        conn.execute(f"PRAGMA user_version = {version}")
+
+
+def migrate(conn: Any) -> int:
+    """Apply the migrations this database lacks, each atomically; return the new version.
+
+    On PostgreSQL the migrations run under the store's writer lock (transaction): two
+    controllers opening a new store at once migrate it once."""
+    postgres = dialect_of(conn).name == "postgresql"
     with transaction(conn):
+        if postgres:
+            conn.execute("CREATE TABLE IF NOT EXISTS bwtune_schema (version INTEGER NOT NULL)")
         current = schema_version(conn)
         if current > SCHEMA_VERSION:
             raise SchemaTooNewError(
                 f"results database schema version {current} is newer than this bwtune "
                 f"understands ({SCHEMA_VERSION}); upgrade bwtune"
             )
+        if postgres and conn.execute("SELECT to_regprocedure('bwtune_json(text)')").fetchone()[0] is None:
+            for statement in POSTGRES_FUNCTIONS:
+                conn.execute(statement)
         for version in range(current, SCHEMA_VERSION):
             for statement in MIGRATIONS[version]:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version + 1}")
+                if not (postgres and isinstance(statement, SQLiteOnly)):
+                    conn.execute(statement)
+            _set_version(conn, version + 1)
     return schema_version(conn)
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
+def transaction(conn: Any) -> Iterator[None]:
+    """One atomic write: SQLite's BEGIN IMMEDIATE (the one writer), on PostgreSQL a
+    transaction holding the store's writer lock (one writer across every controller, so
+    two controllers' transactions never interleave nor deadlock)."""
+    begin_write = getattr(conn, "begin_write", None)
+    if begin_write is not None:
+        begin_write()
+    else:
+        conn.execute("BEGIN IMMEDIATE")
     try:
         yield
     except BaseException:

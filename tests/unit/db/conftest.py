@@ -8,11 +8,20 @@ import pytest
 
 from bwtune import results_db
 from tests.unit.db.sample_results import sample_results
+from tests.unit.store.postgres_server import PostgresServer, postgres_server
+
+__all__ = ["postgres_server"]  # the fixture, for the tests of this folder
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    conn = results_db.connect(tmp_path / "results.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    """The store, on each backend: a SQLite file, and a fresh database on a real PostgreSQL
+    server (tests/unit/store/postgres_server.py)."""
+    if request.param == "sqlite":
+        conn = results_db.connect(tmp_path / "results.db")
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        conn = results_db.connect(server.fresh_database())
     yield conn
     conn.close()
 
