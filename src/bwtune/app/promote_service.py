@@ -29,6 +29,16 @@ CHECK_TASK = "Would change"  # check mode: the server role's server_changes
 STOP_TASK = "Stop the rollout"
 ROLLED_BACK = "rolled back to "  # the words of STOP_TASK's message after a rollback
 
+# Tasks that report and write nothing: their `changed` says nothing of the host.
+REPORTING_ACTIONS = (
+    "ansible.builtin.debug",
+    "debug",
+    "ansible.builtin.assert",
+    "assert",
+    "ansible.builtin.set_fact",
+    "set_fact",
+)
+
 # What `on_progress` is told, per host, as the rollout goes.
 RESOLVED, WOULD, PROMOTED = "resolved", "would", "promoted"
 
@@ -40,6 +50,7 @@ class HostOutcome:
     changed_flags: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
     would: dict[str, Any] | None = None  # --check: the server role's server_changes
+    changed: bool = False  # a task wrote something on the host (a rollout of what it serves: none)
 
 
 @dataclass
@@ -116,6 +127,8 @@ def roll_out(
             last_failure[host] = (event.task, str(event.res.get("msg") or "failed"))
         if event.kind != "ok":
             return
+        if event.res.get("changed") and event.action not in REPORTING_ACTIONS:
+            outcomes[host].changed = True
         if event.task == RESOLVE_TASK and host not in seen_resolve:  # the promotion's; a rollback's is second
             seen_resolve.add(host)
             outcomes[host].changed_flags = list(event.res.get("changed_flags") or [])

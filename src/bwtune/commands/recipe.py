@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bwtune import ansible_run, exit_codes, regression, store
-from bwtune.app import facts_service, promote_service, sweep_service
+from bwtune.app import facts_service, promote_service, recipe_service, sweep_service
 from bwtune.commands import _playbook_options as playbook_options
 from bwtune.recipes import apply, check, recipe_file, signing, verify
 
@@ -249,28 +249,19 @@ def _apply(args: argparse.Namespace) -> int:
     planned = apply.plan(recipe, inventory.hosts, gathered.facts, gathered.failed)
     measured = recipe["measured"]
     group = check.group_of(recipe)
-    inputs = apply.pinned_inputs(recipe)
-    build = (
-        apply.provision_command(args.inventory, planned.needs_build, inputs)
-        if planned.needs_build and inputs
-        else None
-    )
+    inputs = apply.build_vars(recipe)
     talk = not args.json and not args.quiet
     if not planned.hosts:
         where = f"inventory {args.inventory}" + (f" (--limit {args.limit})" if args.limit else "")
         why = "; ".join(f"{host}: {reason}" for host, reason in planned.left_out.items())
         code = exit_codes.HOST_FAILED if planned.unknown else exit_codes.BAD_INPUT
-        _fail(
+        return _fail(
             "apply",
             f"no host of {where} is in the hardware group of {args.file} ({group}); nothing was "
             f"applied. {why}",
             code,
         )
-        if build and talk:  # on stdout: the refusal stays one line
-            _print_build(build, inputs)
-        return code
 
-    promotion = promote_service.promotion(server_args, str(measured["config_id"]), str(measured["run_id"]))
     if talk:
         simulated = " (simulated numbers)" if recipe["simulated"] else ""
         doing = "checking what applying would change for" if args.check else "applying"
@@ -279,26 +270,98 @@ def _apply(args: argparse.Namespace) -> int:
         if args.check:
             for one in planned.checks:
                 print("\n".join(check.describe(one)))
-        if build:
-            _print_build(build, inputs)
-    rollout = promote_service.Rollout(inventory, planned.hosts, promotion, args.check, options)
-    result = promote_service.roll_out(rollout, _apply_progress(args.check) if talk else None)
+    outcomes: dict[str, promote_service.HostOutcome] = {}
+    # The stack (where its inputs differ) and the checkpoint (where the recipe pins one).
+    pinned_checkpoint = apply.checkpoint_vars(recipe)
+    steps = recipe_service.prepare(
+        recipe_service.StepsRequest(
+            inventory,
+            recipe,
+            build_hosts=list(planned.needs_build),
+            checkpoint_hosts=list(planned.hosts) if pinned_checkpoint else [],
+            check=args.check,
+            options=options,
+        )
+    )
+    if steps.canceled:
+        return _fail("apply", "cancelled while building the recipe's stack", exit_codes.CANCELED)
+    if steps.error:
+        return _fail("apply", f"the recipe_apply playbook did not run: {steps.error}", exit_codes.HOST_FAILED)
+    if talk:
+        _print_steps(recipe, planned, steps, inputs, pinned_checkpoint, args.check)
+    for host, why in steps.failed.items():
+        outcomes[host] = promote_service.HostOutcome(status="failed", message=why)
+    pythons = {h: p for h, p in steps.pythons().items() if h in planned.needs_build}
+    serve = [h for h in planned.hosts if h not in steps.failed]
+    built = [h for h in planned.needs_build if h in serve]
+    if built and not args.check:
+        # The built stacks' facts: a host is served once its stack has the recipe's inputs.
+        again = promote_service.gather_facts(
+            inventory,
+            ",".join(built),
+            dataclasses.replace(
+                options,
+                extra_args=[
+                    *options.extra_args,
+                    *recipe_service.stack_python_vars(pythons, "bwtune_stack_python"),
+                ],
+            ),
+        )
+        for host in built:
+            still = (
+                [{"words": "facts", "recipe": "-", "host": again.failed.get(host) or again.error}]
+                if host in again.failed or again.error
+                else apply.built_stack_matches(recipe, again.facts.get(host) or {})
+            )
+            if still:
+                serve.remove(host)
+                outcomes[host] = promote_service.HostOutcome(
+                    status="failed",
+                    message="its stack was built but still differs from the recipe's: "
+                    + "; ".join(f"{d['words']} {d['host'] or 'none'} (recipe {d['recipe']})" for d in still),
+                )
+    result = promote_service.RolloutResult({})
+    if serve:
+        promotion = promote_service.promotion(
+            server_args, str(measured["config_id"]), str(measured["run_id"])
+        )
+        served_options = dataclasses.replace(
+            options,
+            extra_args=[*options.extra_args, *recipe_service.stack_python_vars(pythons, "server_python")],
+        )
+        rollout = promote_service.Rollout(inventory, serve, promotion, args.check, served_options)
+        result = promote_service.roll_out(rollout, _apply_progress(args.check, steps) if talk else None)
     if result.canceled:
         if args.check:
             return _fail("apply", "--check cancelled; nothing was written", exit_codes.CANCELED)
         return _fail("apply", "cancelled; hosts already done keep the recipe's config", exit_codes.CANCELED)
-    outcomes = dict(result.outcomes)
+    outcomes.update(result.outcomes)
     for host, reason in planned.left_out.items():
         outcomes[host] = promote_service.HostOutcome(status="left out", message=reason)
+    changed = {
+        host: bool(o.changed or (host in steps.hosts and steps.hosts[host].changed))
+        for host, o in outcomes.items()
+    }
     if args.json:
         hosts: dict[str, dict[str, Any]] = {}
         checks = {c.host: c for c in planned.checks}
         for host, o in sorted(outcomes.items()):
+            step = steps.hosts.get(host)
             hosts[host] = {
                 "status": o.status,
+                "changed": changed[host],
                 "changed_flags": o.changed_flags,
                 "message": o.message,
                 "stack_differs": checks[host].differ if host in checks else [],
+                "stack": None
+                if step is None or step.stack is None
+                else {
+                    "fingerprint": step.stack,
+                    "python": step.python,
+                    "simulated": step.simulated,
+                    "changed": step.changed,
+                },
+                "checkpoint": bool(step and step.checkpoint),
             }
             if args.check:
                 hosts[host]["would"] = o.would
@@ -310,8 +373,10 @@ def _apply(args: argparse.Namespace) -> int:
             "args": server_args,
             "hardware_group": group.as_dict(),
             "check": args.check,
+            "changed": any(changed.values()),
             "hosts": hosts,
-            "provision": {"hosts": planned.needs_build, "extra_vars": inputs, "command": build},
+            "provision": {"hosts": planned.needs_build, "extra_vars": inputs},
+            "checkpoint": pinned_checkpoint or None,
             "error": result.error,
         }
         print(json.dumps(body, indent=2))
@@ -320,26 +385,68 @@ def _apply(args: argparse.Namespace) -> int:
             print(f"bwtune recipe apply: {line}", file=sys.stderr)
         if result.error:
             print(f"bwtune recipe apply: the promote playbook did not run: {result.error}", file=sys.stderr)
-    if result.failed or planned.unknown:
+        if talk and not args.check and not any(changed.values()) and not steps.failed and not result.failed:
+            print(
+                f"nothing changed: {', '.join(serve)} had the recipe's stack, checkpoint and config already"
+            )
+    if result.failed or planned.unknown or steps.failed or len(serve) < len(planned.hosts):
         return exit_codes.HOST_FAILED
     return exit_codes.OK
 
 
-def _print_build(command: str, inputs: dict[str, Any]) -> None:
-    print(
-        "the recipe's stack is built by bwtune provision, not by apply: with its pinned inputs "
-        f"({', '.join(f'{k}={v}' for k, v in inputs.items())}; not in the recipe, the inventory's: "
-        f"{', '.join(apply.NOT_PINNED)}):"
-    )
-    print(f"  {command}")
+def _print_steps(
+    recipe: dict[str, Any],
+    planned: apply.Plan,
+    steps: recipe_service.StepsResult,
+    inputs: dict[str, Any],
+    pinned_checkpoint: dict[str, Any],
+    check_mode: bool,
+) -> None:
+    """Per host: what became (with --check: would become) of its stack and checkpoint."""
+    same = [host for host in planned.hosts if host not in planned.needs_build]
+    if same:
+        print(f"stack: the recipe's already on {', '.join(same)} (nothing to build)")
+    for host in planned.needs_build:
+        step = steps.hosts.get(host)
+        if step is not None and not step.failed:
+            kind = "simulated stack" if step.simulated else "stack"
+            pinned = ", ".join(f"{k}={v}" for k, v in inputs.items())
+            if not step.changed:
+                print(f"{host}: {kind} {step.stack}: in place, nothing to build")
+            else:
+                verb = "would be built" if check_mode else "built"
+                print(f"{host}: {kind} {step.stack} {verb} with the recipe's pinned inputs ({pinned})")
+            if step.simulated:
+                missing = recipe_service.not_simulated_parts(recipe)
+                if missing:
+                    print(f"  not simulated (no code is built for the stand-in): {', '.join(missing)}")
+    if not pinned_checkpoint:
+        print(
+            "checkpoint: the recipe records no revision or shard hashes: each host's "
+            "bwtune_model_path is served as it is"
+        )
+        return
+    for host in planned.hosts:
+        step = steps.hosts.get(host)
+        if step is not None and not step.failed:
+            state = "fetched and verified" if not check_mode else "would be fetched and verified"
+            revision = pinned_checkpoint.get("revision") or "its own revision"
+            shards = len(pinned_checkpoint.get("shards") or {})
+            print(
+                f"{host}: checkpoint at revision {revision} {state}"
+                + (f", {shards} shard hashes the recipe's" if shards else "")
+                + ("" if step.changed or check_mode else " (in place)")
+            )
 
 
-def _apply_progress(check_mode: bool) -> Any:
+def _apply_progress(check_mode: bool, steps: recipe_service.StepsResult) -> Any:
     def show(host: str, stage: str, outcome: promote_service.HostOutcome) -> None:
         if stage == promote_service.RESOLVED and not check_mode:  # --check: in WOULD's lines
             print(f"{host}: {promote_service.describe_changes(outcome.changed_flags)}")
         elif stage == promote_service.WOULD:
             print(promote_service.describe_would(host, outcome))
+        elif stage == promote_service.PROMOTED and not outcome.changed:
+            print(f"{host}: no change: serves the recipe's config already, healthy and answering correctly")
         elif stage == promote_service.PROMOTED:
             print(f"{host}: serves the recipe's config, healthy and answering correctly")
 

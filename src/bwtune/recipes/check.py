@@ -127,8 +127,8 @@ def check_host(recipe: Mapping[str, Any], host: str, facts: Mapping[str, Any]) -
     if rebuild:
         inputs = ", ".join(f"{d['words']} {d['recipe']} (here {d['host'] or 'none'})" for d in rebuild)
         outcome.apply_would.append(
-            f"need a stack with {inputs}, built first by bwtune provision with the recipe's pinned "
-            "inputs (recipe apply prints the command; it leaves this host out until then)"
+            f"need a stack with {inputs}: apply builds it first with the recipe's pinned inputs "
+            "(the build roles, provision.yml; a simulated host gets a simulated stack)"
         )
     for d in outcome.differ:
         if d["name"] in NOT_CHANGED:

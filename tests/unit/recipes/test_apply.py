@@ -5,7 +5,6 @@ replaced by recorded events (no Ansible); tests/integration/cli/test_recipe_cli.
 from __future__ import annotations
 
 import json
-import shlex
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -14,18 +13,27 @@ from typing import Any
 import pytest
 
 from bwtune import ansible_run, cli, exit_codes
-from bwtune.app import promote_service
+from bwtune.app import promote_service, recipe_service
 from bwtune.recipes import apply, recipe_file
 from tests.unit.recipes.recipe_store import STACK
 from tests.unit.recipes.test_check import host_facts
+from tests.unit.recipes.test_check import host_facts as recipe_host_facts
 
 
 class FakeAnsible:
     """The facts run answers with `facts`; the promote run promotes each host it is limited to,
     or fails `failing` (rolled back when `rolled_back`)."""
 
-    def __init__(self, host_facts: dict[str, dict[str, Any]], simulated: bool, failing: str = ""):
+    def __init__(
+        self,
+        host_facts: dict[str, dict[str, Any]],
+        simulated: bool,
+        failing: str = "",
+        built_facts: dict[str, Any] | None = None,
+    ):
         self.facts, self.simulated, self.failing = host_facts, simulated, failing
+        # What a host's facts are once recipe_apply.yml built its stack: the recipe's.
+        self.built_facts = built_facts if built_facts is not None else recipe_host_facts()
         self.calls: list[dict[str, Any]] = []
 
     def load_inventory(self, path: str, limit: str | None = None) -> ansible_run.Inventory:
@@ -37,6 +45,19 @@ class FakeAnsible:
         run = ansible_run.PlaybookRun(playbook=Path(name), private_data_dir=Path("/nonexistent"), ident="x")
         run.rc = 0
         limited = [h for h in inventory.hosts if not kw.get("limit") or h in kw["limit"].split(",")]
+        if name == recipe_service.RECIPE_PLAYBOOK:
+            for host in limited:
+                task = (
+                    recipe_service.SIMULATED_STACK_TASK if self.simulated else recipe_service.FINGERPRINT_TASK
+                )
+                python = f"/opt/bwtune/stacks/{extravars['recipe_fingerprint']}/bin/python"
+                res = {"msg": {"fingerprint": extravars["recipe_fingerprint"], "python": python}}
+                if not self.simulated:
+                    res = {"fingerprint": "0f0f0f0f0f0f", "python": python}
+                kw["on_event"](event("ok", host, "Write", "ansible.builtin.copy", {"changed": True}))
+                kw["on_event"](event("ok", host, task, "ansible.builtin.debug", res))
+                self.facts[host] = self.built_facts
+            return run
         for host in limited:
             if name == promote_service.FACTS_PLAYBOOK:
                 for key, value in self.facts[host].items():
@@ -169,31 +190,91 @@ def test_no_host_of_the_recipes_group_is_one_line_exit_2_and_nothing_served(
     assert line.endswith("nothing was applied. a: another hardware group: GPU sm100, the run's sm120")
 
 
-def test_a_host_whose_stack_differs_is_left_out_and_told_the_provision_command_with_the_pinned_inputs(
+PINNED = {
+    "torch_version": STACK["torch"],
+    "cuda_toolkit_version": "13.0",
+    "torch_expected_cuda": "13.0",
+    "sgl_kernel_sglang_commit": STACK["sglang_commit"],
+    "sglang_flashinfer_version": STACK["flashinfer"],
+    "sgl_kernel_require_targets": ["sm_120a"],
+    "sgl_kernel_enable_sm100a": False,
+    "sgl_kernel_enable_sm90a": False,
+    "sgl_kernel_enable_fp4": True,
+}
+
+
+def test_check_says_a_host_whose_stack_differs_would_get_the_recipes_stack_then_its_config(
     recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
 ) -> None:
     older = host_facts(fingerprint="sha256:000000000000", torch__version="2.11.0+cu130")
-    ansible = fake({"a": host_facts(), "b": older}, True)
-    assert apply_cli(recipe_path, "--check") == exit_codes.OK
+    ansible = fake({"a": host_facts(), "b": older}, False)
+    assert apply_cli(edited(recipe_path, real), "--check") == exit_codes.OK
     out = capsys.readouterr().out
-    assert "--check" in ansible.calls[1]["extra_args"]
+    assert [c["playbook"] for c in ansible.calls] == ["facts.yml", "recipe_apply.yml", "promote.yml"]
+    steps, promote = ansible.calls[1], ansible.calls[2]
+    assert "--check" in steps["extra_args"] and "--check" in promote["extra_args"]
+    # The pinned inputs go to provision.yml (a host that is not simulated) as its variables.
+    assert {k: steps["extravars"][k] for k in PINNED} == PINNED
+    assert steps["extravars"]["provision_hosts"] == ["b"] and steps["limit"] == "b"
+    assert steps["extravars"]["recipe_simulated_hosts"] == []
     assert "b: not in the recipe's hardware group: another hardware group: stack sha256:000000000000" in out
     assert f"stack inputs that differ: torch 2.11.0+cu130 (recipe {STACK['torch']})" in out
-    assert "the recipe's stack is built by bwtune provision, not by apply" in out
-    (command,) = [line.strip() for line in out.splitlines() if line.strip().startswith("bwtune provision")]
-    words = shlex.split(command)
-    assert words[:6] == ["bwtune", "provision", "-i", "inventory.yml", "-l", "b"]
-    assert json.loads(words[7]) == {
-        "torch_version": STACK["torch"],
-        "cuda_toolkit_version": "13.0",
-        "torch_expected_cuda": "13.0",
-        "sgl_kernel_sglang_commit": STACK["sglang_commit"],
-        "sglang_flashinfer_version": STACK["flashinfer"],
-        "sgl_kernel_require_targets": ["sm_120a"],
-        "sgl_kernel_enable_sm100a": False,
-        "sgl_kernel_enable_sm90a": False,
-        "sgl_kernel_enable_fp4": True,
+    assert "stack: the recipe's already on a (nothing to build)" in out
+    assert "b: stack 0f0f0f0f0f0f would be built with the recipe's pinned inputs (torch_version=" in out
+    assert promote["limit"] == "a,b"
+
+
+def real(data: dict[str, Any]) -> None:
+    data["simulated"] = False
+
+
+def test_apply_builds_the_recipes_stack_where_it_differs_checks_it_and_serves_from_it(
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+) -> None:
+    older = host_facts(fingerprint="sha256:000000000000", flashinfer__version="0.6.0")
+    ansible = fake({"a": older}, True)
+    assert apply_cli(recipe_path, "--json") == exit_codes.OK
+    out = json.loads(capsys.readouterr().out)
+    assert [c["playbook"] for c in ansible.calls] == [
+        "facts.yml",
+        "recipe_apply.yml",
+        "facts.yml",
+        "promote.yml",
+    ]
+    steps, again, promote = ansible.calls[1:]
+    assert (
+        steps["extravars"]["recipe_simulated_hosts"] == ["a"] and steps["extravars"]["provision_hosts"] == []
+    )
+    assert steps["extravars"]["recipe_scratch"] is False
+    assert {p["name"]: p["version"] for p in steps["extravars"]["recipe_packages"]} == {
+        "torch": STACK["torch"], "flashinfer-python": STACK["flashinfer"], "sglang": STACK["sglang"],
+    }  # fmt: skip
+    python = f"/opt/bwtune/stacks/{steps['extravars']['recipe_fingerprint']}/bin/python"
+    # The built stack's facts are read from its Python, and the server is started from it.
+    assert json.loads(again["extra_args"][-1]) == {
+        "recipe_stack_pythons": {"a": python},
+        "bwtune_stack_python": "{{ recipe_stack_pythons[inventory_hostname] }}",
     }
+    assert again["limit"] == "a"
+    served = json.loads(promote["extra_args"][-1])
+    assert served["recipe_stack_pythons"] == {"a": python} and "server_python" in served
+    assert out["hosts"]["a"]["status"] == "promoted" and out["hosts"]["a"]["changed"] is True
+    assert out["hosts"]["a"]["stack"]["simulated"] is True
+
+
+def test_a_host_whose_built_stack_still_differs_is_failed_and_not_served(
+    recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
+) -> None:
+    older = host_facts(fingerprint="sha256:000000000000", flashinfer__version="0.6.0")
+    ansible = fake({"a": older}, True, built_facts=older)
+    assert apply_cli(recipe_path) == exit_codes.HOST_FAILED
+    captured = capsys.readouterr()
+    assert [c["playbook"] for c in ansible.calls] == ["facts.yml", "recipe_apply.yml", "facts.yml"]
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("bwtune recipe apply: host a")]
+    assert line == (
+        "bwtune recipe apply: host a failed: its stack was built but still differs from the recipe's: "
+        f"FlashInfer 0.6.0 (recipe {STACK['flashinfer']})"
+    )
 
 
 def test_a_first_host_that_fails_stops_the_rollout_and_the_exit_says_a_host_failed(
@@ -221,15 +302,16 @@ def test_pinned_inputs_of_a_recipe_without_a_stack_are_none() -> None:
     }
 
 
-def test_the_only_host_with_another_stack_is_refused_in_one_line_and_told_how_to_build_it(
+def test_a_host_with_another_stack_is_left_out_when_the_recipe_pins_no_input(
     recipe_path: Path, fake: Callable[..., FakeAnsible], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    def unpinned(data: dict[str, Any]) -> None:
+        data["stack"]["components"] = {name: None for name in data["stack"]["components"]}
+
     older = host_facts(fingerprint="sha256:000000000000", flashinfer__version="0.6.0")
     ansible = fake({"a": older}, True)
-    assert apply_cli(recipe_path) == exit_codes.BAD_INPUT
+    assert apply_cli(edited(recipe_path, unpinned)) == exit_codes.BAD_INPUT
     captured = capsys.readouterr()
     assert [c["playbook"] for c in ansible.calls] == ["facts.yml"]
     (line,) = captured.err.splitlines()
     assert "nothing was applied. a: another hardware group: stack sha256:000000000000" in line
-    (command,) = [x.strip() for x in captured.out.splitlines() if x.strip().startswith("bwtune provision")]
-    assert json.loads(shlex.split(command)[-1])["sglang_flashinfer_version"] == STACK["flashinfer"]
