@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
                 elif (measured_for := store.measured_objective(conn, run_id)) is not None:
                     # Ranked by what the node measured for, never by a default objective.
                     store.record_run(conn, run_id, objective=measured_for)
+            if summary.total == 0:
+                # An empty file (or one torn first line) is a sweep that recorded nothing:
+                # refused, not reported as an import.
+                raise ValueError(f"{args.results}: no results line in it; nothing imported")
         except BaseException:
             conn.close()
             if created:  # a damaged line stores nothing: not even the empty database made for it
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         skipped += ": skipped a line that is not " in warning
     for replacement in summary.replaced:
         print(f"bwtune import: re-measured {replacement.line()}", file=sys.stderr)
-    runs = ", ".join(summary.run_ids) or "(none: the file is empty)"
+    runs = ", ".join(summary.run_ids)
     print(
         f"imported {summary.total} results into run {runs}: "
         f"{summary.added} added, {summary.updated} re-measured, {summary.unchanged} unchanged"

@@ -356,6 +356,20 @@ def test_held_export_into_a_missing_folder_writes_nothing(
     assert not out.parent.exists()
 
 
+def test_import_of_an_empty_file_or_a_lone_torn_line_is_refused_and_stores_nothing(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty, torn = tmp_path / "empty.jsonl", tmp_path / "torn.jsonl"
+    empty.write_text("")
+    torn.write_text(json.dumps(_lines()[0])[:40])  # killed mid-write of the first line
+    for path in (empty, torn):
+        code, out, err = _main(capsys, "import", str(path))
+        assert code == exit_codes.BAD_INPUT
+        assert err.splitlines()[-1] == f"bwtune import: {path}: no results line in it; nothing imported"
+        assert "imported" not in out
+    assert not (home / "results.db").exists()
+
+
 def test_held_import_of_a_folder_and_of_a_future_schema_line_stores_nothing(
     tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
