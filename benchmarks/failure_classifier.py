@@ -13,8 +13,8 @@ The split (docs/failure-classes.md, "The corpus"): collection 1 (the 48 logs the
 first written on) keeps the split recorded in the manifest; a log of collections 2 to 4 goes to
 the held-out side when `int(sha256(url), 16) % 3 == 0`, so a thread's logs all sit on one side;
 from collection 5 on a collection is held out whole until it has been measured and read
-(collection 5 is dev now; collection 6 is held out). The script recomputes the rules and refuses a manifest that
-disagrees with them.
+(collection 5 is dev now; collection 6 is held out). The script recomputes the rules and
+refuses a manifest that disagrees with them.
 """
 
 from __future__ import annotations

@@ -19,10 +19,13 @@ Triton print for the failures that matter. In order of precedence:
                         (distributed init, NCCL, model or weight loading, serving);
   invalid-args          argparse refused the command line, the exception was raised
                         while SGLang processed its arguments (server_args.py, arg_groups/),
-                        or a divisibility check says the parallel sizes do not divide the
-                        model (wherever it was raised);
+                        a divisibility check says the parallel sizes do not divide the
+                        model (wherever it was raised), or the model path names neither a
+                        repo id nor a local folder (HFValidationError);
   startup-timeout       the server is still running and never became healthy.
 
+A traceback cut off before its exception line is read by its frames; one whose innermost
+frame is torch's tensor factory (torch/utils/_device.py) died allocating a tensor: oom.
 Where a traceback has no frames (a one-line error), a frameless ValueError, AssertionError
 or TypeError counts as argument processing unless the log shows that stage had finished
 (SGLang prints `server_args=ServerArgs(...)` and the model-loading lines only after it).
@@ -162,6 +165,17 @@ _NOT_DIVISIBLE = re.compile(r"\bis not divisible by\b", re.I)
 _DIVISIBILITY_CHECK = re.compile(
     r"^assert numerator % denominator == 0|^File \"[^\"]+\", line \d+, in ensure_divisibility$"
 )
+# The value of --model-path / --tokenizer-path (or --revision) cannot name a Hugging Face repo:
+# huggingface_hub's validate_repo_id raises HFValidationError for a malformed id, and
+# transformers reaches it for a local path that does not exist. Whatever frames it was raised
+# through (transformers' hub code, no SGLang frame), what is wrong is the flag's value.
+_FLAG_VALUE_EXCEPTIONS = ("HFValidationError",)
+# A traceback cut off (no exception line) whose innermost frame is torch's tensor factory
+# dispatch under a device context (torch/utils/_device.py, __torch_function__: every
+# torch.empty/zeros/... while a model is built on the GPU goes through it): the process died
+# allocating a tensor, i.e. the device ran out of memory. Only read from a cut traceback: an
+# exception line, when there is one, decides.
+_ALLOCATION_FRAME = re.compile(r"(?:/|^)torch/utils/_device\.py$")
 # Exception types that SGLang's argument checks raise (assert, raise ValueError, ...).
 _ARG_EXCEPTIONS = ("ValueError", "AssertionError", "TypeError", "ArgumentError", "ArgumentTypeError")
 
@@ -297,6 +311,11 @@ def classify(lines: Sequence[str], *, exited: bool, returncode: int | None) -> F
     ) or _first_match(_DIVISIBILITY_CHECK, clean, _NOTHING)
     if divisibility is not None:
         return Failure(INVALID_ARGS, _short(divisibility), ["the parallel sizes do not divide the model"])
+    flag_value = next((e.line for e in reversed(excs) if e.name in _FLAG_VALUE_EXCEPTIONS), None)
+    if flag_value is not None:
+        return Failure(
+            INVALID_ARGS, _short(flag_value), ["the model path is not a repo id or a local folder"]
+        )
     argparse_line = _first_match(_ARGPARSE, clean, _NOTHING)
     if argparse_line is not None:
         # argparse prints usage, then "error: ..." last: report the error line if present.
@@ -305,6 +324,12 @@ def classify(lines: Sequence[str], *, exited: bool, returncode: int | None) -> F
 
     # The exception that ended the process: the last one that has a message or frames.
     named = [e.line for e in excs if e.name]
+    if excs and not excs[-1].name and _ALLOCATION_FRAME.search(excs[-1].frames[-1]):
+        return Failure(
+            OOM,
+            f"traceback cut inside a tensor allocation ({excs[-1].frames[-1]})",
+            ["died allocating a tensor"],
+        )
     for exc in reversed(excs):
         phase = _phase(exc.frames)
         if phase is not None:

@@ -168,3 +168,22 @@ def test_parallel_sizes_that_do_not_divide_the_model_are_an_argument_error_where
     # Other exceptions in the same frames stay crashes; memory and hardware still win.
     assert cls(tb(*layers, exc="AssertionError: shape mismatch")) == "crashed"
     assert cls(tb(*layers, exc="RuntimeError: 16 is not divisible by 6 CUDA out of memory")) == "oom"
+
+
+def test_a_model_path_that_is_no_repo_id_is_an_argument_error_whatever_the_frames():
+    # Raised in huggingface_hub's validators through transformers, no SGLang frame.
+    hub = ("transformers/utils/hub.py", "huggingface_hub/utils/_validators.py")
+    bad = "huggingface_hub.utils._validators.HFValidationError: Repo id must be in the form 'repo_name'"
+    assert cls(tb(*hub, exc=bad)) == "invalid-args"
+    assert cls([bad]) == "invalid-args"
+    # Other hub errors (a network failure, a gated repo) are no flag error.
+    assert cls(tb(*hub, exc="huggingface_hub.errors.GatedRepoError: 401 Client Error")) == "crashed"
+
+
+def test_a_traceback_cut_inside_a_tensor_allocation_is_oom():
+    building = ("sglang/srt/models/llama.py", "sglang/srt/layers/linear.py", "torch/utils/_device.py")
+    cut = tb(*building, exc="x")[:-1]  # the quote ends in the frames, before the exception line
+    assert cls(cut) == "oom"
+    # Cut elsewhere, it stays a crash; with its exception line, the line decides.
+    assert cls(tb(*building[:2], exc="x")[:-1]) == "crashed"
+    assert cls(tb(*building, exc="RuntimeError: Expected all tensors to be on the same device")) == "crashed"
