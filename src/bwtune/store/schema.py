@@ -225,11 +225,12 @@ def declared_columns(table: str) -> dict[str, str]:
     return {**declared, **BOOKKEEPING_COLUMNS[table]}
 
 
-def _declaration(sql: str) -> tuple[str, bool, str | None]:
-    """(type, NOT NULL, default) of a column declaration, as PRAGMA table_info gives them."""
+def _declaration(sql: str, *, postgres: bool = False) -> tuple[str, bool, str | None]:
+    """(type, NOT NULL, default) of a column declaration, as PRAGMA table_info gives them
+    (a PRIMARY KEY column is NOT NULL on PostgreSQL, not in SQLite's table_info)."""
     words = sql.split()
     default = words[words.index("DEFAULT") + 1] if "DEFAULT" in words else None
-    return words[0], "NOT NULL" in sql, default
+    return words[0], "NOT NULL" in sql or (postgres and "PRIMARY KEY" in sql), default
 
 
 # PostgreSQL's names of the declared column types (information_schema.columns.data_type).
@@ -258,7 +259,8 @@ def column_problems(conn: Any) -> list[str]:
     problems = []
     for table in BOOKKEEPING_COLUMNS:
         actual = table_columns(conn, table)
-        wanted = {name: _declaration(sql) for name, sql in declared_columns(table).items()}
+        postgres = dialect_of(conn).name == "postgresql"
+        wanted = {name: _declaration(sql, postgres=postgres) for name, sql in declared_columns(table).items()}
         for name in sorted(set(actual) | set(wanted)):
             if actual.get(name) != wanted.get(name):
                 problems.append(
