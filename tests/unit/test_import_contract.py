@@ -19,7 +19,8 @@ nothing installed and runs in well under a second:
     (`Any`, ...). The node's Python is >= 3.10, where both evaluate at runtime too;
 (h) the results store (`src/bwtune/store/**`) is a layer below the commands, the CLI and
     the analysis: it imports the standard library, orjson (the import's fast JSON, used only
-    where its bytes equal json's), module_utils and its own modules only;
+    where its bytes equal json's), psycopg (the PostgreSQL driver, for a postgresql:// store),
+    module_utils and its own modules only;
 (i) the application layer (`src/bwtune/app/**`: the services the commands call) is below
     the commands and the CLI: it imports the store, the analysis, the Ansible layer,
     module_utils and the like, never a module of `bwtune.commands` or `bwtune.cli`, nor
@@ -272,11 +273,12 @@ def violations(module: str, source: str, ours: Iterable[str]) -> list[str]:
             if _is_under(module, "bwtune.store") and not (
                 _stdlib(target)
                 or target == "orjson"
+                or _is_under(target, "psycopg")
                 or _is_under(target, MODULE_UTILS)
                 or _is_under(target, "bwtune.store")
             ):
                 bad.append(
-                    f"{where}: the store imports the standard library, orjson, module_utils and itself only"
+                    f"{where}: the store imports the standard library, orjson, psycopg, module_utils, itself"
                 )
             if _is_under(module, "bwtune.app") and (
                 _is_under(target, "bwtune.commands") or _is_under(target, "bwtune.cli")
@@ -536,6 +538,7 @@ def test_a_wrong_way_import_is_refused(module: str, source: str) -> None:
             f"import sqlite3\nfrom {MODULE_UTILS}._sglang import rules\nfrom bwtune.store import lines\n",
         ),
         ("bwtune.store.lines", "import json\n\nimport orjson\n"),
+        ("bwtune.store.postgres", "def connect():\n    import psycopg\n    from psycopg import sql\n"),
         (f"{MODULE_UTILS}._sweep.sweep_runner", f"from {MODULE_UTILS}._server import server_process\n"),
         (f"{MODULE_UTILS}._sweep.sweep_runner", f"from {MODULE_UTILS}._contracts import results_fields\n"),
         ("bwtune.store.lines", f"from {MODULE_UTILS}._contracts import results_fields\n"),
