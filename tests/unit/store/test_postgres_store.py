@@ -5,6 +5,7 @@ lose nothing, the password never shows, and the dialect's rewrites of the store'
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -267,3 +268,27 @@ def test_every_table_of_the_schema_has_its_primary_key_in_the_dialect(url: str) 
     finally:
         conn.close()
     assert {t: tuple(c) for t, c in keys.items()} == dialect.PRIMARY_KEYS
+
+
+def test_regress_reads_the_same_history_and_verdicts_from_either_backend(url: str, tmp_path: Path) -> None:
+    """What `bwtune regress` computes from the store (its tagged history, baseline and the
+    verdicts of regression_history.analyze) is the same on PostgreSQL as on SQLite."""
+    from bwtune import regression_history
+    from tests.unit.regression.history_lines import store_run
+
+    verdicts = []
+    for conn in (store.connect(tmp_path / "results.db"), store.connect(url)):
+        try:
+            store_run(conn, "night-1", 1, {"c-main": 1000.0, "c-alt": 900.0}, launches=3, seed=1)
+            store_run(conn, "night-2", 2, {"c-main": 1005.0, "c-alt": 905.0}, launches=3, seed=2)
+            store.set_baseline(conn, "production", "night-1", set_by="test", reason="first")
+            store_run(conn, "night-3", 3, {"c-main": 800.0, "c-alt": "oom"}, launches=3, seed=3)
+            report = regression_history.analyze(conn, "night-3", baseline="production")
+            assert regression_history.history_runs(conn, "night-3") == ["night-1", "night-2"]
+            # Everything but when the baseline was set (now, each time).
+            verdicts.append(re.sub(r"'set_at': '[^']*'", "'set_at': ...", repr(report)))
+        finally:
+            conn.close()
+    sqlite_report, postgres_report = verdicts
+    assert "regress" in sqlite_report.lower()
+    assert postgres_report == sqlite_report
