@@ -29,14 +29,14 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "oracle"))
-import sglang_oracle  # noqa: E402  (real SGLang as the oracle)
-
+if str(REPO) not in sys.path:  # run as a script from anywhere: the repo's `tests` package
+    sys.path.insert(0, str(REPO))
 from ansible_collections.bwtune.sglang.plugins.module_utils._plan import planner  # noqa: E402
 from ansible_collections.bwtune.sglang.plugins.module_utils._sglang import catalog  # noqa: E402
 from bwtune.standin import verdicts  # noqa: E402
 from bwtune.standin.args import flag_table, parse  # noqa: E402
 from bwtune.standin.profile import load_profile  # noqa: E402
+from tests.oracle import sglang_oracle  # noqa: E402  (real SGLang as the oracle)
 
 MODEL = str(sglang_oracle.QWEN35_NVFP4)
 PROFILES = sorted(p.stem for p in (REPO / "src" / "bwtune" / "standin" / "profiles").glob("*.yml"))
