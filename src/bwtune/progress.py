@@ -64,6 +64,17 @@ class HostProgress:
         planned = "?" if self.planned is None else str(self.planned)
         return f"{self.done}/{planned}"
 
+    def running(self) -> int:
+        """Launches in flight now: 0 or 1 (a node runs one server at a time)."""
+        return 1 if self.current and not self.finished else 0
+
+    def queued(self) -> int | None:
+        """Launches planned that are neither done nor running (None before the plan is known);
+        a lost or failed host's queue is what it did not finish."""
+        if self.planned is None:
+            return None
+        return max(self.planned - self.done - self.running(), 0)
+
 
 @dataclass
 class SweepState:
@@ -72,6 +83,8 @@ class SweepState:
     hosts: dict[str, HostProgress] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     ctrl_c: str = "Ctrl-C cancels (the node stops its server)"  # what Ctrl-C does here
+    # A fleet sweep (docs/fleet.md): each host's line says its queue too (its share not yet run).
+    fleet: bool = False
 
     @classmethod
     def for_hosts(cls, simulated: dict[str, bool]) -> SweepState:
@@ -139,6 +152,9 @@ class SweepState:
 
     def line(self, progress: HostProgress) -> str:
         parts = [f"{progress.host}:", f"{progress.counts_text()} done", f"{progress.failed} failed"]
+        queued = progress.queued()
+        if self.fleet and queued is not None:
+            parts += [f"{progress.running()} running", f"{queued} queued"]
         parts.append(progress.phase_text())
         if progress.eta_s is not None and not progress.finished:
             parts.append(f"ETA {format_duration(progress.eta_s)}")
@@ -148,14 +164,16 @@ class SweepState:
 
     def table(self, title: str) -> Table:
         table = Table(title=title, title_justify="left", expand=False)
-        for column in ("host", "done/planned", "failed", "in flight", "ETA", ""):
+        for column in ("host", "done/planned", "failed", "queued", "in flight", "ETA", ""):
             table.add_column(column)
         for progress in self.hosts.values():
             eta = "" if progress.eta_s is None or progress.finished else format_duration(progress.eta_s)
+            queued = progress.queued()
             table.add_row(
                 progress.host,
                 progress.counts_text(),
                 str(progress.failed),
+                "" if queued is None else str(queued),
                 progress.phase_text(),
                 eta,
                 "simulated" if progress.simulated else "",

@@ -24,31 +24,10 @@ def collect(request: SweepRequest, playbook_run: ansible_run.PlaybookRun) -> Swe
     lines: list[dict[str, Any]] = []
     bad_lines = 0
     for host, result in sorted(by_host.items()):
-        error = node_outcome.error(result)
-        if error:  # the node's own words, once: not also as the task that failed the host
-            messages = [m for m in messages if not m.startswith(f"host {host} failed")]
-            messages.append(f"host {host}: {one_line(error)}")
-        # What the node had to repair or skip (a line that is not a result, a results file
-        # removed mid-run): said here, not only in the node's result.
-        for warning in node_outcome.summary_of(result).get("warnings") or []:
-            messages.append(f"warning: host {host}: {one_line(warning)}")
-        for number, line in enumerate(node_outcome.lines(result), start=1):
-            # The inventory name, not the node's own hostname: two inventory hosts on one
-            # machine stay apart, and the database matches the inventory.
-            line = {**line, "host": host} if isinstance(line, dict) else line
-            try:
-                store.validate_result(line, f"{host} result {number}")
-            except store.ResultsFormatError as exc:
-                messages.append(f"{exc}: not stored (the run is incomplete)")
-                bad_lines += 1
-                continue
-            lines.append(line)
-    # What the sweep's facts task gathered about each node's GPUs, for the report.
-    gathered = {
-        host: (res.get("ansible_facts") or {}).get("bwtune_gpu")
-        for host, res in playbook_run.results("gpu_facts").items()
-        if host in by_host
-    }
+        messages, good, bad = host_lines(host, result, messages)
+        lines += good
+        bad_lines += bad
+    gathered = gathered_gpus(playbook_run, by_host)
     try:
         output, reports, replaced = _store(request, by_host, lines, gathered)
     except (sqlite3.Error, OSError, store.StorageError) as err:
@@ -62,6 +41,113 @@ def collect(request: SweepRequest, playbook_run: ansible_run.PlaybookRun) -> Swe
         code = exit_codes.HOST_FAILED
     if code != exit_codes.HOST_FAILED and (why := store.nothing_measured(output)):
         # A node's own "nothing measured" failure says the same as this line: keep one.
+        messages = [m for m in messages if not m.startswith("host ")] + [why]
+        code = exit_codes.NOTHING_MEASURED
+    return SweepOutcome(request.run_id, code, output=output, messages=messages, reports=reports)
+
+
+def host_lines(
+    host: str, result: Mapping[str, Any], messages: list[str]
+) -> tuple[list[str], list[dict[str, Any]], int]:
+    """What one node returned: the messages (the node's error replacing its task's failure,
+    its warnings), its lines checked (each with the inventory name), and how many are bad."""
+    error = node_outcome.error(result)
+    if error:  # the node's own words, once: not also as the task that failed the host
+        messages = [m for m in messages if not m.startswith(f"host {host} failed")]
+        messages.append(f"host {host}: {one_line(error)}")
+    # What the node had to repair or skip (a line that is not a result, a results file
+    # removed mid-run): said here, not only in the node's result.
+    for warning in node_outcome.summary_of(result).get("warnings") or []:
+        messages.append(f"warning: host {host}: {one_line(warning)}")
+    lines: list[dict[str, Any]] = []
+    bad = 0
+    for number, line in enumerate(node_outcome.lines(result), start=1):
+        # The inventory name, not the node's own hostname: two inventory hosts on one
+        # machine stay apart, and the database matches the inventory.
+        line = {**line, "host": host} if isinstance(line, dict) else line
+        try:
+            store.validate_result(line, f"{host} result {number}")
+        except store.ResultsFormatError as exc:
+            messages.append(f"{exc}: not stored (the run is incomplete)")
+            bad += 1
+            continue
+        lines.append(line)
+    return messages, lines, bad
+
+
+def gathered_gpus(playbook_run: ansible_run.PlaybookRun, hosts: Any) -> dict[str, Any]:
+    """What the sweep's facts task gathered about each node's GPUs, for the report."""
+    return {
+        host: (res.get("ansible_facts") or {}).get("bwtune_gpu")
+        for host, res in playbook_run.results("gpu_facts").items()
+        if host in hosts
+    }
+
+
+def store_lines(
+    request: SweepRequest,
+    lines: list[dict[str, Any]],
+    gpu_facts: Mapping[str, Any],
+    plan_summary: Mapping[str, Any] | None,
+) -> tuple[Any, ...]:
+    """A fleet round's lines into the results database (no report yet): what it replaced.
+    Raises what the store raises (sqlite3.Error, OSError, store.StorageError)."""
+    conn = store.connect()
+    try:
+        store.record_run(
+            conn, request.run_id, matrix=request.matrix, plan_summary=dict(plan_summary or {}) or None
+        )
+        imported = store.import_results(conn, lines, run_id=request.run_id)
+        store.record_gathered_facts(conn, request.run_id, gpu_facts)
+    finally:
+        conn.close()
+    return tuple(imported.replaced)
+
+
+def stored_configs(run_id: str) -> dict[str, set[str]]:
+    """host -> the configs the results database keeps a line of for this run ({} for a run
+    it does not know yet)."""
+    try:
+        conn = store.connect()
+    except (sqlite3.Error, OSError, store.StorageError):
+        return {}
+    try:
+        rows = store.run_results(conn, run_id)
+    except (LookupError, ValueError, sqlite3.Error):
+        return {}
+    finally:
+        conn.close()
+    found: dict[str, set[str]] = {}
+    for row in rows:
+        found.setdefault(str(row.get("host")), set()).add(str(row.get("config_id")))
+    return found
+
+
+def finish_fleet(
+    request: SweepRequest,
+    by_host: Mapping[str, Mapping[str, Any]],
+    messages: list[str],
+    code: int,
+    fleet: dict[str, Any],
+) -> SweepOutcome:
+    """A fleet sweep's end: the output from the database (every round's lines stored), the
+    reports, the fleet's per-host progress and reassignments, and the exit code."""
+    try:
+        conn = store.connect()
+        try:
+            output = store.build_run_output(conn, request.run_id)
+            reports = write_reports(conn, request.run_id)
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError, store.StorageError, LookupError) as err:
+        paths = {host: path for host, path in request.node_results_paths().items() if host in by_host}
+        messages.append(store.storage_failure_message(err, request.run_id, paths))
+        return SweepOutcome(request.run_id, exit_codes.HOST_FAILED, messages=messages)
+    # A lost host's launches another host measured are not "not reached": they are a row.
+    measured = {result.get("id") for result in output.get("results") or []}
+    left = {key: [e for e in rows if e["id"] not in measured] for key, rows in unlaunched(by_host).items()}
+    output.update(left, prior=_prior_note(request), fleet=fleet)
+    if code != exit_codes.HOST_FAILED and (why := store.nothing_measured(output)):
         messages = [m for m in messages if not m.startswith("host ")] + [why]
         code = exit_codes.NOTHING_MEASURED
     return SweepOutcome(request.run_id, code, output=output, messages=messages, reports=reports)

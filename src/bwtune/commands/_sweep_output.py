@@ -26,6 +26,8 @@ def print_outcome(outcome: SweepOutcome, as_json: bool, stream: Any = None) -> N
         print(json.dumps(outcome.output, indent=2, sort_keys=False), file=out)
         return
     print_results_table(outcome.output, out)
+    for line in fleet_lines(outcome.output.get("fleet")):
+        print(line, file=out)
     for path in outcome.reports:
         print(f"report: {path}", file=out)
 
@@ -111,3 +113,30 @@ def _status_text(result: Mapping[str, Any], metric: str | None = None) -> str:
         value = screen.get(metric) if metric else None
         return "ok, screened out" + (f" (screen {value:.1f})" if isinstance(value, int | float) else "")
     return status
+
+
+def fleet_lines(fleet: Any) -> list[str]:
+    """A fleet sweep's hosts (docs/fleet.md): per group and host its share, done, failed and
+    queued launches, whether it was lost, and what was reassigned where."""
+    if not isinstance(fleet, Mapping):
+        return []
+    groups = list(fleet.get("groups") or [])
+    hosts = list(fleet.get("hosts") or [])
+    lines = [f"fleet: {len(hosts)} hosts in {len(groups)} hardware group(s), {fleet.get('rounds')} round(s)"]
+    for group in groups:
+        if len(groups) > 1:
+            lines.append(f"  group {group.get('key')}: {group.get('launches')} launches")
+        for row in (r for r in hosts if r.get("group") == group.get("key")):
+            lost = ", lost: its unfinished launches were reassigned" if row.get("lost") else ""
+            lines.append(
+                f"  {row.get('host')}: {row.get('assigned')} assigned, {row.get('done')} done, "
+                f"{row.get('failed')} failed, {row.get('queued')} queued{lost}"
+            )
+    for entry in fleet.get("reassigned") or []:
+        moved = "; ".join(
+            f"{', '.join(ids)} to {host}" for host, ids in sorted((entry.get("to") or {}).items())
+        )
+        lines.append(
+            f"reassigned after round {entry.get('round')}: from {entry.get('host')}: {moved or 'nothing'}"
+        )
+    return lines
