@@ -125,7 +125,7 @@ class PostgresConnection:
     def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> Any:
         psycopg = _psycopg()
         batch = [_params(row) for row in rows]
-        cursor = self._raw.cursor()
+        cursor = psycopg.Cursor(self._raw)  # server-side binding: no client-side query cache per batch
         if not batch:
             return cursor
         try:

@@ -5,20 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from bwtune import results_db
 from bwtune.cli import main
+from tests.unit.db.conftest import stored_runs
 from tests.unit.db.sample_results import sample_results, write_jsonl
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("BWTUNE_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("BWTUNE_DB", raising=False)
-    return tmp_path / "home"
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -37,7 +32,7 @@ def test_import_twice_then_merge_a_second_host(home: Path, tmp_path: Path, capsy
     assert code == 0 and "0 added, 0 re-measured, 13 unchanged" in out
     code, out, _ = _run(capsys, "import", str(host_b))
     assert code == 0 and "2 added" in out
-    assert (home / "results.db").exists()
+    assert "BWTUNE_DB" in os.environ or (home / "results.db").exists()
     code, out, _ = _run(capsys, "runs", "--json")
     output = json.loads(out)
     assert output["schema"] == 1
@@ -90,7 +85,7 @@ def test_bad_results_file_is_one_line_and_exit_2(home: Path, tmp_path: Path, cap
         err == f"bwtune import: {path}:2: status 'exploded' is not one of {', '.join(results_db.STATUSES)}\n"
     )
     # Nothing half-imported.
-    assert not (home / "results.db").exists() or json.loads(_run(capsys, "runs", "--json")[1])["runs"] == []
+    assert stored_runs() == []
     code, _, err = _run(capsys, "import", str(tmp_path / "missing.jsonl"))
     assert code == 2 and err.count("\n") == 1 and "missing.jsonl" in err
 

@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from bwtune import results_db
 from bwtune.cli import main
+from tests.unit.db.conftest import stored_runs
 from tests.unit.db.sample_results import sample_results
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("BWTUNE_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("BWTUNE_DB", raising=False)
-    return tmp_path / "home"
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -44,7 +39,8 @@ def test_a_line_that_is_not_a_result_is_refused_naming_it(home: Path, tmp_path: 
     path, _good, _config = _with_bad_middle_lines(tmp_path)
     code, _out, err = _run(capsys, "import", str(path))
     assert code == 2 and "r.jsonl:2: missing key 'metrics'" in err
-    assert not (home / "results.db").exists()
+    assert stored_runs() == []  # and, on SQLite, no file made for it
+    assert "BWTUNE_DB" in os.environ or not (home / "results.db").exists()
 
 
 def test_skip_bad_lines_imports_the_rest_and_names_each_skipped_line(
@@ -56,7 +52,7 @@ def test_skip_bad_lines_imports_the_rest_and_names_each_skipped_line(
     assert f"r.jsonl:2: skipped a line that is not a result (missing key 'metrics'; config {config})" in err
     assert "r.jsonl:3: skipped a line that is not JSON" in err
     assert f"imported {len(good)} results" in out and "2 bad lines skipped" in out
-    conn = results_db.connect(home / "results.db")
+    conn = results_db.connect(results_db.default_db_path())
     try:
         stored = {(r["host"], r["config_id"]) for r in results_db.run_results(conn, good[0]["run_id"])}
     finally:
@@ -70,7 +66,7 @@ def test_a_re_measure_imported_before_its_first_launch_keeps_the_launch_order(ho
     second["finished_at"] = "2999-01-01T00:00:00+00:00"
     workload = next(iter(second["metrics"]))
     second["metrics"][workload]["values"]["output_throughput"] = 1.0
-    conn = results_db.connect(home / "results.db")
+    conn = results_db.connect(results_db.default_db_path())
     try:
         results_db.import_results(conn, [second])  # the later launch reached the database first
         summary = results_db.import_results(conn, [first, second])  # then the node's whole file

@@ -41,11 +41,11 @@ def _many(count: int, run_id: str = "r-big") -> list[dict[str, Any]]:
 # -- streaming import
 
 
-def test_import_streams_the_file_and_stores_what_a_whole_import_stores(tmp_path: Path) -> None:
+def test_import_streams_the_file_and_stores_what_a_whole_import_stores(tmp_path: Path, new_store) -> None:
     lines = _many(600)
     path = write_jsonl(tmp_path / "big.jsonl", lines)
     size = path.stat().st_size
-    conn = results_db.connect(tmp_path / "streamed.db")
+    conn = new_store("streamed")
     tracemalloc.start()
     summary = results_db.import_results_file(conn, path, batch=20)
     peak = tracemalloc.get_traced_memory()[1]
@@ -53,7 +53,7 @@ def test_import_streams_the_file_and_stores_what_a_whole_import_stores(tmp_path:
     assert (summary.added, summary.updated, summary.unchanged) == (600, 0, 0)
     # Reading the whole file holds its bytes and every parsed line (several times the file).
     assert peak < size / 2, f"peak {peak:,} bytes for a {size:,}-byte file"
-    whole = results_db.connect(tmp_path / "whole.db")
+    whole = new_store("whole")
     results_db.import_results(whole, lines)
     assert results_db.build_run_output(conn, "r-big") == results_db.build_run_output(whole, "r-big")
     assert results_db.run_hosts(conn, "r-big") == results_db.run_hosts(whole, "r-big")
@@ -64,16 +64,16 @@ def test_import_streams_the_file_and_stores_what_a_whole_import_stores(tmp_path:
     whole.close()
 
 
-def test_a_file_with_a_config_measured_twice_streams_like_a_whole_import(tmp_path: Path) -> None:
+def test_a_file_with_a_config_measured_twice_streams_like_a_whole_import(tmp_path: Path, new_store) -> None:
     lines = sample_results()
     second = copy.deepcopy(lines[0])
     second["finished_at"] = "2026-11-30T11:59:00+00:00"
     second["metrics"]["chat-1k"]["values"]["output_throughput"] = 99.0
     both = [*lines, second]
     path = write_jsonl(tmp_path / "r.jsonl", both)
-    streamed = results_db.connect(tmp_path / "s.db")
+    streamed = new_store("s")
     summary = results_db.import_results_file(streamed, path, batch=4)
-    whole = results_db.connect(tmp_path / "w.db")
+    whole = new_store("w")
     expected = results_db.import_results(whole, both)
     assert (summary.added, summary.updated, summary.unchanged) == (
         expected.added,
@@ -154,15 +154,15 @@ def test_the_parallel_reader_reads_as_the_one_process_reader(
 
 
 def test_an_import_by_worker_processes_stores_what_one_process_stores(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new_store
 ) -> None:
     lines = _many(60)
     path = write_jsonl(tmp_path / "big.jsonl", lines)
-    one = results_db.connect(tmp_path / "one.db")
+    one = new_store("one")
     results_db.import_results_file(one, path, batch=7)
     monkeypatch.setattr(store_files, "_import_workers", lambda handle: 2)
     monkeypatch.setattr(store_files, "_CHUNK_LINES", 5)
-    many = results_db.connect(tmp_path / "many.db")
+    many = new_store("many")
     summary = results_db.import_results_file(many, path, batch=7)
     assert (summary.added, summary.updated, summary.unchanged) == (60, 0, 0)
     assert results_db.build_run_output(many, "r-big") == results_db.build_run_output(one, "r-big")
@@ -201,10 +201,12 @@ def _parity(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def test_runs_counts_and_ranks_every_run_by_a_fixed_number_of_queries(tmp_path: Path) -> None:
-    conn = results_db.connect(tmp_path / "r.db")
+def test_runs_counts_and_ranks_every_run_by_a_fixed_number_of_queries(tmp_path: Path, new_store) -> None:
+    conn = new_store("r")
 
     def statements() -> int:
+        if not isinstance(conn, sqlite3.Connection):
+            return 0  # counted on SQLite (its trace callback): the same queries on PostgreSQL
         seen: list[str] = []
         conn.set_trace_callback(seen.append)
         try:
@@ -248,9 +250,9 @@ def test_runs_counts_and_ranks_every_run_by_a_fixed_number_of_queries(tmp_path: 
 
 
 def test_the_report_of_a_big_run_shows_its_top_configs_and_says_where_the_rest_is(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new_store
 ) -> None:
-    conn = results_db.connect(tmp_path / "r.db")
+    conn = new_store("r")
     results_db.import_results(conn, _many(120))
     full = load_report(conn, "r-big", full_max=10_000)
     monkeypatch.setattr(model, "REPORT_TOP", 5)
