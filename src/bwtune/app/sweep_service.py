@@ -283,7 +283,7 @@ def _run_fleet(request: SweepRequest, verb: str) -> SweepOutcome:
             if bad:
                 code = exit_codes.HOST_FAILED
             by_host[host] = result
-            plan_summary = plan_summary or (result.get("summary") if isinstance(result, Mapping) else None)
+            plan_summary = plan_summary or node_outcome.summary_of(result) or None
         kept, dropped = fleet_run.merge(state, lines_by_host, stored)
         round_messages += dropped
         gathered.update(gathered_gpus(playbook_run, returned))
