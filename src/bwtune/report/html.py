@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import __version__
+from bwtune.analysis import speculative as spec_view
 from bwtune.analysis.capacity import slo_text, value_text
 from bwtune.report import svg
 from bwtune.report.launch import recipe_command
@@ -292,6 +293,54 @@ def _pareto(data: ReportData) -> str:
     )
 
 
+def _speculative(data: ReportData) -> str:
+    """A `bwtune speculative` run: per load, speculative decoding off against each setting."""
+    link = data.speculative_link or {}
+    base = link.get("base_config") or {}
+    sim = f" {SIMULATED_LABEL}: the stand-in's load model." if data.simulated else ""
+    note = (
+        f"The stage on run {link.get('base_run')}'s winner {base.get('id')} (on {base.get('host')}; it ran "
+        f"{base.get('setting')}): its flags held, speculative decoding off and "
+        f"{max(0, len(link.get('settings') or {}) - 1)} settings of num-steps / eagle-topk / draft tokens, "
+        "each measured at every load. Accept length: tokens per verify step (SGLang's "
+        "completion_tokens / spec_verify_ct)." + sim
+    )
+    parts = [f'<p class="sub">{escape(note)}</p>']
+    verdict = data.speculative_conclusion
+    if verdict is not None:
+        lines = [f"At the target load ({verdict['load']}): {verdict['winner']}."]
+        if verdict["wins"]:
+            lines.append(f"MTP wins at: {', '.join(verdict['wins'])}.")
+        if verdict["loses"]:
+            lines.append(f"MTP loses at: {', '.join(verdict['loses'])}.")
+        parts.append(f'<p class="verdict"><b>{escape(lines[0])}</b> {escape(" ".join(lines[1:]))}</p>')
+    if link.get("dropped"):
+        items = "".join(f"<li>not planned: {escape(str(d))}</li>" for d in link["dropped"])
+        parts.append(f"<ul>{items}</ul>")
+    head = (
+        "<tr><th>workload</th><th>load</th><th>metric</th><th>setting</th>"
+        '<th class="num">value</th><th class="num">accept length</th><th>verdict</th></tr>'
+    )
+    body = []
+    for row in data.speculative:
+        target = " (target)" if row["target"] else ""
+        for i, setting in enumerate(row["settings"]):
+            mark = " ★" if setting["setting"] == row["winner"] else ""
+            accept = setting["accept_length"]
+            first = i == 0
+            body.append(
+                f"<tr><td>{escape(row['workload'] + target) if first else ''}</td>"
+                f"<td>{escape(row['load']) if first else ''}</td>"
+                f"<td>{escape(row['metric']) if first else ''}</td>"
+                f"<td><code>{escape(setting['setting'])}</code>{mark}</td>"
+                f'<td class="num">{_fmt(setting["value"])}</td>'
+                f'<td class="num">{"" if accept is None else f"{accept:.2f}"}</td>'
+                f"<td>{escape(spec_view.verdict_text(row)) if first else ''}</td></tr>"
+            )
+    parts.append(f'<table class="speculative"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>')
+    return "".join(parts)
+
+
 def _capacity(data: ReportData) -> str:
     """Each capacity workload's search per config: the highest rate that met the SLO."""
     head = (
@@ -472,6 +521,11 @@ def render_html(data: ReportData) -> str:
         _section(data, "summary", "Plan summary", _summary(data)),
         _section(data, "winner", "Winning config", _winner(data)),
         _section(data, "objective", "Objective per config", _bars(data)),
+        *(
+            [_section(data, "speculative", "Speculative decoding", _speculative(data))]
+            if data.speculative_link is not None
+            else []
+        ),
         *(
             [_section(data, "capacity", "Capacity under the latency SLO", _capacity(data))]
             if data.capacity

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bwtune.analysis import speculative as spec_view
 from bwtune.analysis.capacity import slo_text, value_text
 from bwtune.report.launch import recipe_command
 from bwtune.report.model import (
@@ -111,6 +112,7 @@ def render_markdown(data: ReportData) -> str:
             out += ["SGLang resolves these arguments itself (the plan's recorded resolution):", ""]
             out += [f"- `{change}`" for change in data.resolution] + [""]
 
+    out += _speculative(data, sim)
     out += _capacity(data, sim)
 
     out += [f"## Configs{sim}", ""]
@@ -216,6 +218,54 @@ def _cold_start(data: ReportData) -> list[str]:
         cells = " | ".join(_fmt(cold.get(key)) for key, _caption in COLD_START_COLUMNS)
         out.append(
             f"| `{row.id}` | {_cell(row.host)} | {row.status} | {_cell(str(cold.get('reached')))} | {cells} |"
+        )
+    out.append("")
+    return out
+
+
+def _speculative(data: ReportData, sim: str) -> list[str]:
+    """A `bwtune speculative` run: per load, speculative decoding off against its best setting."""
+    link = data.speculative_link
+    if link is None:
+        return []
+    out = [f"## Speculative decoding{sim}", ""]
+    base = link.get("base_config") or {}
+    out.append(
+        f"The stage on run `{link.get('base_run')}`'s winner `{base.get('id')}` (on {base.get('host')}; "
+        f"it ran {base.get('setting')}): its flags held, speculative decoding off and "
+        f"{max(0, len(link.get('settings') or {}) - 1)} settings of num-steps / eagle-topk / draft tokens."
+    )
+    if data.simulated:
+        out[-1] += f" **{SIMULATED_LABEL}**: the stand-in's load model."
+    out.append("")
+    verdict = data.speculative_conclusion
+    if verdict is not None:
+        out.append(f"**At the target load ({verdict['load']}): {verdict['winner']}.**")
+        if verdict["wins"]:
+            out.append(f"MTP wins at: {', '.join(verdict['wins'])}.")
+        if verdict["loses"]:
+            out.append(f"MTP loses at: {', '.join(verdict['loses'])}.")
+        out.append("")
+    for dropped in link.get("dropped") or []:
+        out.append(f"- not planned: {_cell(str(dropped))}")
+    if link.get("dropped"):
+        out.append("")
+    out.append("| workload | load | metric | off | best on | its accept length | verdict | every setting |")
+    out.append("|---|---|---|---:|---|---:|---|---|")
+    for row in data.speculative:
+        off, on = row["off"], row["on"]
+        every = "; ".join(
+            f"{s['setting']}: {_fmt(s['value'])}"
+            + (f" (accept {s['accept_length']:.2f})" if s["accept_length"] is not None else "")
+            for s in row["settings"]
+        )
+        target = " (target)" if row["target"] else ""
+        out.append(
+            f"| {_cell(row['workload'])}{target} | {_cell(row['load'])} | {row['metric']} "
+            f"| {_fmt(off['value']) if off else NA} "
+            f"| {_cell(on['setting']) + ': ' + _fmt(on['value']) if on else NA} "
+            f"| {_fmt(on['accept_length']) if on else NA} | {_cell(spec_view.verdict_text(row))} "
+            f"| {_cell(every)} |"
         )
     out.append("")
     return out

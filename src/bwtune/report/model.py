@@ -11,6 +11,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import re
 from bwtune import regression, store
 from bwtune.analysis import capacity as capacity_view
 from bwtune.analysis import pareto as latency_pareto
+from bwtune.analysis import speculative as spec_view
 from bwtune.report import launch
 
 SIMULATED_LABEL = "SIMULATED (bwtune stand-in)"
@@ -111,6 +112,14 @@ class ReportData:
     latency_fronts: list[dict[str, Any]] = field(default_factory=list)
     # Per-user speed against output tok/s per GPU, per workload (analysis.pareto.speed_fronts).
     speed_fronts: list[dict[str, Any]] = field(default_factory=list)
+    # A `bwtune speculative` run (issue 26): per load speculative decoding off against on
+    # (analysis.speculative.speculative_rows), and its link to the base run; else empty, None.
+    speculative: list[dict[str, Any]] = field(default_factory=list)
+    speculative_link: dict[str, Any] | None = None
+
+    @property
+    def speculative_conclusion(self) -> dict[str, Any] | None:
+        return spec_view.conclusion(self.speculative)
 
     @property
     def left_out_text(self) -> str:
@@ -195,6 +204,9 @@ def load_report(conn: sqlite3.Connection, run_id: str, *, full_max: int | None =
         latency_fronts=latency_pareto.fronts(output),
         speed_fronts=speed_fronts,
     )
+    link = spec_view.read_link(store.run_dir(run_id))
+    if link is not None:
+        data = replace(data, speculative=spec_view.speculative_rows(output), speculative_link=link)
     if best is None:
         return data
     return replace(
