@@ -1,4 +1,6 @@
-"""The controller's results store: every run, host, config and measurement, in SQLite.
+"""The controller's results store: every run, host, config and measurement, in SQLite, or
+on a PostgreSQL server for a `postgresql://` `--db`/$BWTUNE_DB (same schema, migrations
+and queries: the one store layer, through the `dialect` seam).
 
 Nodes write one JSON line per config (results_fields.FIELDS declares its fields; the
 contract is results_contract); `import_results` loads those lines here. Importing the same
@@ -7,9 +9,11 @@ lines twice changes nothing, and lines from several hosts of one run merge into 
 The package, by job (each module imports only the standard library, the collection's
 module_utils and modules of this package; all the SQL of bwtune is in here):
 
-    paths        $BWTUNE_HOME, the database's path, a run's folder, `--db`
+    paths        $BWTUNE_HOME, the database's path or server URL (password masked), a run's folder, `--db`
     errors       the store's one-line errors
     schema       the ordered migrations, the declared columns (from the field table)
+    dialect      what PostgreSQL spells otherwise: placeholders, upserts, JSON reads
+    postgres     a PostgreSQL connection (psycopg 3) that takes the store's calls as sqlite3's
     connection   opening for writing (migrated) or reading only; check_writable
     lines        a line <-> its rows, derived from the field table
     files        reading a node's results file (the torn-last-line rule, worker processes)
@@ -52,7 +56,14 @@ from bwtune.store.imports import (
     import_results_file,
 )
 from bwtune.store.overviews import list_runs, report_keys, run_overviews
-from bwtune.store.paths import add_db_argument, bwtune_home, default_db_path, run_dir, storage_failure_message
+from bwtune.store.paths import (
+    DatabaseURL,
+    add_db_argument,
+    bwtune_home,
+    default_db_path,
+    run_dir,
+    storage_failure_message,
+)
 from bwtune.store.queries import (
     RunInfo,
     get_run,
@@ -87,6 +98,7 @@ __all__ = [
     "RESULTS_SCHEMA",
     "SCHEMA_VERSION",
     "STATUSES",
+    "DatabaseURL",
     "ImportSummary",
     "MissingDatabaseError",
     "Replacement",

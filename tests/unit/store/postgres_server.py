@@ -14,6 +14,7 @@ import atexit
 import itertools
 import os
 import pwd
+import shlex
 import shutil
 import socket
 import subprocess
@@ -61,8 +62,23 @@ class PostgresServer:
             check=True, capture_output=True, text=True,
         )  # fmt: skip
         self.started = True
+        # Should this pytest process die without its teardown (SIGKILL), a watcher in a
+        # session of its own stops the server within a second or two: none outlives the tests.
+        stop = " ".join(shlex.quote(w) for w in self._cmd(str(self.bindir / "pg_ctl"), "-D", str(self.data),
+                                                         "-m", "immediate", "-w", "stop"))  # fmt: skip
+        watch = (f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; "
+                 f"{stop} >/dev/null 2>&1; rm -rf {shlex.quote(str(self.folder))}")  # fmt: skip
+        self._watcher = subprocess.Popen(
+            ["sh", "-c", watch], start_new_session=True, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
 
     def stop(self) -> None:
+        watcher = getattr(self, "_watcher", None)
+        if watcher is not None:
+            watcher.kill()
+            watcher.wait()
+            self._watcher = None
         if self.started:
             subprocess.run(
                 self._cmd(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"),
