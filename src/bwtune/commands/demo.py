@@ -7,6 +7,7 @@ each config's highest request rate under the latency SLO, and the Pareto front.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Any
@@ -22,6 +23,8 @@ HELP = "Sweep the demo matrix on localhost with the SGLang stand-in (simulated, 
 # Stand-in startups take this fraction of a real server's: the demo stays under a few minutes.
 DEMO_STARTUP_SCALE = "0.02"
 SCALE_ENV = "BWTUNE_STANDIN_STARTUP_SCALE"
+MAX_HOSTS = 16
+FLEET_PORTS = 30000  # host n's servers start at FLEET_PORTS + 1000 * n
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="sweep the small capacity run instead: each config's highest request rate under "
         "the latency SLO of examples/qwen35-397b-capacity.yml, and the Pareto front (a few minutes)",
+    )
+    parser.add_argument(
+        "--hosts",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the demo as a simulated fleet of N local stand-in hosts (each its own node folder "
+        f"and ports; 1-{MAX_HOSTS}): the grid's launches are shared among them (docs/fleet.md)",
     )
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
@@ -112,8 +123,50 @@ def _rate(value: Any) -> str:
     return f"{value:.3g}/s" if isinstance(value, int | float) and not isinstance(value, bool) else "none"
 
 
+def fleet_inventory(root: Any, run_id: str, hosts: int) -> Any:
+    """`hosts` stand-in hosts on this machine, as inventory/local.yml's one: a local
+    connection each, and each its own results folder (so its own node lock) and ports."""
+    home = store.bwtune_home()
+    names = [f"standin-{n}" for n in range(1, hosts + 1)]
+    inventory = {
+        "all": {
+            "hosts": {
+                name: {
+                    "sweep_results_dir": str(home / "sweeps" / name),
+                    "sweep_port": FLEET_PORTS + 1000 * n,
+                }
+                for n, name in enumerate(names)
+            },
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                "bwtune_simulated": True,
+                "bwtune_stack_python": "{{ ansible_playbook_python }}",
+                "bwtune_model_path": str(root / "examples" / "models" / "qwen35-397b-a17b-nvfp4"),
+                "sweep_launch_command": ["{{ ansible_playbook_python }}", "-m", "bwtune.standin"],
+                "sweep_env": {
+                    # The run's scale (node_env reaches ansible's environment), as local.yml's.
+                    SCALE_ENV: "{{ lookup('ansible.builtin.env', '"
+                    + SCALE_ENV
+                    + "', default='"
+                    + DEMO_STARTUP_SCALE
+                    + "') }}"
+                },
+            },
+        }
+    }
+    folder = store.run_dir(run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "inventory.json"  # JSON is YAML: ansible-inventory reads it
+    path.write_text(json.dumps(inventory, indent=1), encoding="utf-8")
+    return path
+
+
 def _fresh(args: argparse.Namespace) -> sweep_service.SweepRequest:
     root = collection.collection_root()
+    hosts = getattr(args, "hosts", 1)
+    if not 1 <= hosts <= MAX_HOSTS:
+        raise sweep_service.BadInput(f"--hosts {hosts}: give 1 to {MAX_HOSTS} stand-in hosts")
     # The settings go with the run (run_settings): a resume starts servers at the same scale.
     scale = os.environ.get(SCALE_ENV) or DEMO_STARTUP_SCALE
     if getattr(args, "capacity", False):
@@ -123,14 +176,17 @@ def _fresh(args: argparse.Namespace) -> sweep_service.SweepRequest:
             sweep_service.load_matrix(root / demo_capacity.DEMO_MATRIX),
             str(root / demo_capacity.DEMO_MATRIX),
         )
+    run_id = ansible_run.new_run_id()
+    inventory = root / "inventory" / "local.yml" if hosts == 1 else fleet_inventory(root, run_id, hosts)
     return sweep_service.SweepRequest(
-        inventory=ansible_run.load_inventory(root / "inventory" / "local.yml"),
+        inventory=ansible_run.load_inventory(inventory),
         matrix=matrix,
         matrix_source=source,
-        run_id=ansible_run.new_run_id(),
+        run_id=run_id,
         command=NAME,
         strategy=args.strategy or "grid",
-        node_results_dir=str(store.bwtune_home() / "sweeps"),
+        # A fleet's hosts keep their own folders (the inventory's): one folder would be one node lock.
+        node_results_dir=str(store.bwtune_home() / "sweeps") if hosts == 1 else None,
         quiet=args.quiet,
         node_env={SCALE_ENV: scale},
     )
@@ -140,6 +196,11 @@ def _resume(args: argparse.Namespace) -> sweep_service.SweepRequest:
     if getattr(args, "capacity", False):
         raise sweep_service.BadInput(
             f"--capacity with --resume {args.resume}: a resumed demo run keeps its own matrix; "
+            "give one of them"
+        )
+    if getattr(args, "hosts", 1) != 1:
+        raise sweep_service.BadInput(
+            f"--hosts {args.hosts} with --resume {args.resume}: a resumed demo run keeps its own hosts; "
             "give one of them"
         )
     saved = sweep_service.load_settings(args.resume, "--resume")
