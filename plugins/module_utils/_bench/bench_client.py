@@ -341,10 +341,16 @@ class BenchClient:
             rep = len(search.rounds)
             rng = random.Random(f"{w.seed}/{w.name}/{rep}/arrivals")
             gaps = round_gaps(rate, w.num_prompts, rng)
+            before = await self.server_accept_length()
+            tokens_before = self.tokens_generated
             results, duration = await self.run_repetition(rw, rep, gaps)
             if output_samples is not None:
                 output_samples.extend(sample_outputs(w, rep, results))
             m = run_metrics(results, duration, w.slo)
+            if m["accept_length"] is None:  # not in the answers (/v1/completions): the server's split
+                after = await self.server_accept_length()
+                run_tokens = self.tokens_generated - tokens_before
+                m["accept_length"] = accept_length_from_server_info(before, after, tokens_before, run_tokens)
             if search.record(rate, m) and rate == search.last_passing:
                 passing = m
             starts = sorted(r.start for r in results)

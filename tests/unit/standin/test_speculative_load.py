@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_client import run_workload
+from ansible_collections.bwtune.sglang.plugins.module_utils._bench.bench_workload import Workload
 from bwtune.standin.batch import BatchSimulator, SimRequest, predict_output_throughput
 from bwtune.standin.performance import ConfigPerformance, spec_crossover_batch
 from bwtune.standin.profile import PROFILES_DIR, ProfileError, load_profile
@@ -131,3 +133,19 @@ def test_bad_load_keys_are_refused_naming_the_key(tmp_path: Path, key, value, me
     with pytest.raises(ProfileError, match=message.replace("(", r"\(")) as err:
         load_profile(str(path))
     assert str(path) in str(err.value)
+
+
+# ---------------------------------------------------------------- on a live stand-in
+
+
+@pytest.mark.slow  # two short capacity rounds per API on a live stand-in: ~20 s
+@pytest.mark.parametrize("api", ["generate", "completions"])
+def test_a_capacity_search_records_the_accept_length(healthy, api):
+    """/generate answers carry meta_info spec_verify_ct (as SGLang's); /v1/completions do not,
+    and the client splits /server_info's cumulative avg_spec_accept_length per round."""
+    server = healthy("--speculative-algorithm", "NEXTN", "--mamba-radix-cache-strategy", "extra_buffer")
+    spec = {"slo": {"p99_ttft_ms": 60000}, "start_rate": 20.0, "max_rate": 40.0, "max_rounds": 2}
+    w = Workload.from_dict({"name": "cap", "input_len": 64, "output_len": 32, "api": api, "capacity": spec})
+    out = run_workload("127.0.0.1", server.port, w)
+    accept = out["values"]["accept_length"]
+    assert accept is not None and 1.5 < accept <= 4.0, out["values"]
