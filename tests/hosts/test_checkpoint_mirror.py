@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from ansible_collections.bwtune.sglang.plugins.module_utils._checkpoint import checkpoint_download as cf
-from tests.fixtures.hub.make_repo import SHARDS, make_repo
+from tests.fixtures.hub.make_repo import SHARDS, make_mirror
 from tests.hosts import serving_stack as stack
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
@@ -41,18 +41,6 @@ PLAY = """
   roles:
     - role: bwtune.sglang.checkpoint
 """
-
-
-def make_mirror(d: Path) -> Path:
-    """A checkpoint with the manifest a Hub fetch writes (sizes; sha256 of the shards)."""
-    make_repo(d, shard_bytes=1 << 20)
-    files: dict[str, dict[str, Any]] = {}
-    for p in sorted(d.iterdir()):
-        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.suffix == ".safetensors" else None
-        files[p.name] = {"size": p.stat().st_size, "sha256": digest}
-    manifest = {"schema": 1, "source": "hub:x/y", "commit": "c" * 40, "files": files, "verified": {}}
-    cf.write_manifest(str(d), manifest)
-    return d
 
 
 @pytest.fixture(scope="module")
