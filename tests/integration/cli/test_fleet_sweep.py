@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -188,3 +190,54 @@ def test_a_host_killed_mid_sweep_has_its_unfinished_launches_reassigned(
     rows_by_host = {r["host"]: r for r in output["fleet"]["hosts"]}
     assert rows_by_host["node-b"]["lost"] and rows_by_host["node-b"]["queued"] == 0
     assert rows_by_host["node-a"]["queued"] == 0
+
+
+def wait_finished(tmp_path: Path, run_id: str, timeout: float = 300) -> None:
+    """Until every host's detached node sweep of the run has ended (its progress file says so)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        files = [tmp_path / "nodes" / host / run_id / "results.jsonl.progress.json" for host in HOSTS]
+        try:
+            if all(json.loads(path.read_text()).get("finished") for path in files):
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"the node sweeps of {run_id} did not end")
+
+
+@pytest.mark.quiet
+def test_a_resume_after_the_controller_is_sigkilled_recomputes_the_same_shares(
+    sweep_env: dict[str, str], bwtune_home: Path, tmp_path: Path
+) -> None:
+    argv = bwtune_argv(
+        "sweep", "-i", str(fleet_inventory(tmp_path)), "--strategy", "grid", "-m", str(fleet_matrix(tmp_path))
+    )
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sweep_env)
+    assert proc.stderr is not None
+    run_id = None
+    for text in proc.stderr:
+        if text.startswith("bwtune: sweeping run "):
+            run_id = text.split()[3].rstrip(",")
+        if re.search(r"  1/2 done", text):  # a launch finished on a host: mid-sweep
+            break
+    else:
+        raise AssertionError(f"the fleet sweep never reported progress (exit {proc.wait()})")
+    proc.kill()  # SIGKILL: no cleanup, no import; the node sweeps go on detached
+    proc.wait(timeout=30)
+    assert run_id
+    wait_finished(tmp_path, run_id)
+    state_file = bwtune_home / "runs" / run_id / "fleet.json"
+    first = json.loads(state_file.read_text())
+    state_file.unlink()  # killed before the state was kept: the resume computes it again
+    done = run(bwtune_argv("sweep", "--resume", run_id, "--json"), sweep_env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    again = json.loads(state_file.read_text())
+    assert [g["by_host"] for g in again["groups"]] == [g["by_host"] for g in first["groups"]]
+    lines = node_lines(tmp_path, run_id)
+    every = Counter(launched(lines["node-a"]) + launched(lines["node-b"]))
+    (group,) = again["groups"]
+    assert sorted(every) == sorted(group["launches"]) and set(every.values()) == {1}  # nothing twice
+    output = json.loads(done.stdout)
+    assert set(Counter(r["id"] for r in output["results"]).values()) == {1}
+    assert {r["id"] for r in output["results"]} >= set(group["launches"])
