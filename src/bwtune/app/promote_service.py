@@ -29,15 +29,7 @@ CHECK_TASK = "Would change"  # check mode: the server role's server_changes
 STOP_TASK = "Stop the rollout"
 ROLLED_BACK = "rolled back to "  # the words of STOP_TASK's message after a rollback
 
-# Tasks that report and write nothing: their `changed` says nothing of the host.
-REPORTING_ACTIONS = (
-    "ansible.builtin.debug",
-    "debug",
-    "ansible.builtin.assert",
-    "assert",
-    "ansible.builtin.set_fact",
-    "set_fact",
-)
+CHANGES_TASK = "Say what this run changes"  # the server role's server_changes (set_fact)
 
 # What `on_progress` is told, per host, as the rollout goes.
 RESOLVED, WOULD, PROMOTED = "resolved", "would", "promoted"
@@ -50,7 +42,13 @@ class HostOutcome:
     changed_flags: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
     would: dict[str, Any] | None = None  # --check: the server role's server_changes
-    changed: bool = False  # a task wrote something on the host (a rollout of what it serves: none)
+    # The server role's own account (its server_changes): the files it wrote, what it created.
+    # A host that serves the config already: none (`changed` False).
+    writes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.writes)
 
 
 @dataclass
@@ -112,6 +110,7 @@ def roll_out(
     as each host gets there."""
     outcomes = {host: HostOutcome() for host in request.hosts}
     seen_resolve: set[str] = set()
+    seen_changes: set[str] = set()
     # The last failure of each host: a rescued one (the promotion) comes before STOP_TASK's.
     last_failure: dict[str, tuple[str | None, str]] = {}
 
@@ -127,8 +126,12 @@ def roll_out(
             last_failure[host] = (event.task, str(event.res.get("msg") or "failed"))
         if event.kind != "ok":
             return
-        if event.res.get("changed") and event.action not in REPORTING_ACTIONS:
-            outcomes[host].changed = True
+        if event.task == CHANGES_TASK and host not in seen_changes:  # the promotion's, not a rollback's
+            seen_changes.add(host)
+            found = (event.res.get("ansible_facts") or {}).get("server_changes") or {}
+            outcomes[host].writes = [
+                str(w) for w in [*(found.get("writes") or []), *(found.get("creates") or [])]
+            ]
         if event.task == RESOLVE_TASK and host not in seen_resolve:  # the promotion's; a rollback's is second
             seen_resolve.add(host)
             outcomes[host].changed_flags = list(event.res.get("changed_flags") or [])

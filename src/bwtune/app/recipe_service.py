@@ -116,6 +116,7 @@ def extravars(request: StepsRequest) -> dict[str, Any]:
     revision = apply.checkpoint_vars(request.recipe).get("revision")
     found: dict[str, Any] = {
         **inputs,
+        "recipe_hosts": list(dict.fromkeys([*request.build_hosts, *request.checkpoint_hosts])),
         "provision_hosts": real,
         "recipe_simulated_hosts": simulated,
         "recipe_fingerprint": apply.stack_fingerprint(inputs),

@@ -103,6 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--attestation", type=Path, metavar="FILE",
         help="also write the attestation (Markdown) here (default: the scratch run's folder only)",
     )  # fmt: skip
+    verify_.add_argument(
+        "--apply-stack", action="store_true",
+        help="where a stack input differs, build the recipe's stack (a scratch one, not current) and "
+        "launch from it",
+    )  # fmt: skip
     verify_.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
     verify_.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -453,6 +458,84 @@ def _apply_progress(check_mode: bool, steps: recipe_service.StepsResult) -> Any:
     return show
 
 
+def _scratch_stack(
+    args: argparse.Namespace, recipe: dict[str, Any], inventory: ansible_run.Inventory, extra_vars: list[str]
+) -> dict[str, str] | int:
+    """verify --apply-stack: where a stack input differs, the recipe's stack built into its own
+    fingerprinted folder (not `current`); host -> its Python, or the exit code."""
+    options = promote_service.PlaybookOptions(
+        forks=args.forks,
+        verbosity=playbook_options.verbosity(args),
+        extra_args=playbook_options.extra_vars_args(extra_vars),
+    )
+    gathered = promote_service.gather_facts(inventory, args.limit, options)
+    if gathered.canceled:
+        return exit_codes.CANCELED
+    if gathered.error or gathered.failed:
+        why = gathered.error or "; ".join(gathered.failed.values())
+        return _fail(
+            "verify", f"could not run: the hosts' facts could not be gathered ({why})", exit_codes.HOST_FAILED
+        )
+    differ = {
+        host: [
+            d
+            for d in check.stack_differences(recipe, gathered.facts.get(host) or {})
+            if d["name"] in check.REBUILT
+        ]
+        for host in inventory.hosts
+    }
+    talk = not args.quiet
+    if not any(differ.values()):
+        if talk:
+            print(
+                "bwtune recipe verify: the hosts have the recipe's stack: nothing to build", file=sys.stderr
+            )
+        return {}
+    real = [host for host in inventory.hosts if not inventory.simulated(host)]
+    if real:
+        return _fail(
+            "verify",
+            f"--apply-stack: {', '.join(real)} {'is' if len(real) == 1 else 'are'} not simulated: a scratch "
+            "stack (one that does not become current) is built on simulated hosts only for now, as "
+            "provision.yml makes each stack it builds current; build it with bwtune recipe apply, or "
+            "verify without --apply-stack",
+        )
+    if not apply.build_vars(recipe):
+        return _fail(
+            "verify", f"--apply-stack: {args.file} pins no stack input to build", exit_codes.BAD_INPUT
+        )
+    if talk:
+        for host, found in differ.items():
+            if found:
+                words = "; ".join(f"{d['words']} {d['host'] or 'none'} (recipe {d['recipe']})" for d in found)
+                print(
+                    f"bwtune recipe verify: {host}: stack inputs that differ: {words}; building the "
+                    "recipe's stack (a scratch one, not current)",
+                    file=sys.stderr,
+                )
+    steps = recipe_service.prepare(
+        recipe_service.StepsRequest(
+            inventory, recipe, build_hosts=list(inventory.hosts), scratch=True, options=options
+        )
+    )
+    if steps.canceled:
+        return exit_codes.CANCELED
+    if steps.error or steps.failed:
+        why = steps.error or "; ".join(steps.failed.values())
+        return _fail(
+            "verify",
+            f"could not run (the recipe's stack could not be built: {why})",
+            exit_codes.NOTHING_MEASURED,
+        )
+    missing = recipe_service.not_simulated_parts(recipe)
+    if talk and missing:
+        print(
+            f"bwtune recipe verify: not simulated (no code is built for the stand-in): {', '.join(missing)}",
+            file=sys.stderr,
+        )
+    return steps.pythons()
+
+
 def _check_attestation(path: Path | None) -> None:
     """Refuse, before any launch, an --attestation that cannot be written: a folder, or one
     under a path that is not a folder."""
@@ -475,6 +558,16 @@ def _verify(args: argparse.Namespace) -> int:
         store.check_writable()
     except (*BAD_INPUTS, store.StorageError) as exc:
         return _fail("verify", exc)
+    scratch: dict[str, str] = {}  # host -> the scratch stack's Python (--apply-stack)
+    if args.apply_stack:
+        built = _scratch_stack(args, recipe, inventory, extra_vars)
+        if isinstance(built, int):
+            return built
+        scratch = built
+        extra_vars = [
+            *extra_vars,
+            *recipe_service.sweep_vars(scratch, [h for h in scratch if inventory.simulated(h)]),
+        ]
     request = sweep_service.SweepRequest(
         inventory=inventory,
         matrix=matrix,
@@ -518,6 +611,11 @@ def _verify(args: argparse.Namespace) -> int:
         hosts = store.run_hosts(conn, request.run_id)
     finally:
         conn.close()
+    if scratch:
+        on_scratch = (
+            "measured under the recipe's stack, built for this verification (a scratch stack, not current)"
+        )
+        result.note = "; ".join(filter(None, [on_scratch, result.note]))
     when = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     simulated_hosts = all(inventory.simulated(host) for host in inventory.hosts)
     if simulated_hosts and not recipe["simulated"]:
@@ -551,7 +649,11 @@ def _verify(args: argparse.Namespace) -> int:
             differ = "; ".join(
                 f"{d['words']} {d['host'] or 'none'} (recipe {d['recipe']})" for d in result.differ
             )
-            print(f"stack inputs that differ from the recipe's: {differ}")
+            print(f"measured under a different stack: stack inputs that differ from the recipe's: {differ}")
+            if not args.apply_stack:
+                print("  (--apply-stack builds the recipe's stack, a scratch one, and launches from it)")
+        elif scratch:
+            print(f"scratch stack: {', '.join(f'{h}: {p}' for h, p in scratch.items())}")
         if result.note:
             print(f"note: {result.note}")
         for path in written:

@@ -60,13 +60,16 @@ def recipe(tmp_path: Path, sweep_env: dict[str, str]) -> Path:
     return path
 
 
-def _verify(recipe: Path, env: dict[str, str], tmp_path: Path) -> tuple[int, dict[str, Any], str]:
+def _verify(
+    recipe: Path, env: dict[str, str], tmp_path: Path, *extra: str
+) -> tuple[int, dict[str, Any], str]:
     attestation = tmp_path / "attestation.md"
     done = run(
         bwtune_argv("recipe", "verify", str(recipe), "-i", str(LOCAL_INVENTORY), "--launches", "2",
                     "--node-results-dir", str(tmp_path / "node"), "--attestation", str(attestation),
-                    "--quiet", "--json"),
+                    "--quiet", "--json", *extra),
         env,
+        timeout=600,
     )  # fmt: skip
     assert done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout), attestation.read_text()
@@ -97,6 +100,15 @@ def test_a_recipe_from_a_stand_in_run_is_reproduced_and_a_slower_stand_in_is_slo
     found = re.fullmatch(r"slower by (\d+\.\d)% \(p=[0-9.e-]+\)", outcome["line"])
     assert found and 10 < float(found.group(1)) < 30, outcome["line"]
     assert attestation.startswith(f"# Recipe verification: {outcome['line']}")
+
+    # A recipe whose torch is not this host's: --apply-stack builds its stack (simulated, a
+    # scratch one) and launches from it, and the same stand-in reproduces it there.
+    other = _other_torch(recipe, tmp_path)
+    stacks = json.dumps({"bwtune_stack_root": str(tmp_path / "stacks")})
+    code, outcome, attestation = _verify(other, sweep_env, tmp_path, "--apply-stack", "-e", stacks)
+    assert (code, outcome["verdict"]) == (exit_codes.OK, "reproduced"), outcome
+    assert outcome["differ"] == [] and "built for this verification" in outcome["note"]
+    assert "Stack inputs that differ" not in attestation
 
 
 def test_check_on_the_local_inventory_gathers_facts_and_names_a_differing_input(
@@ -364,3 +376,87 @@ def test_apply_refuses_a_simulated_recipe_for_real_hosts_and_a_recipe_of_another
     )
     assert line.endswith("nothing was applied. localhost: another hardware group: GPU sm120, the run's sm100")
     assert _made(node) == []
+
+
+# The recipe's stack on the local inventory (simulated: the stand-in's Python with the
+# recipe's pinned inputs as package metadata; nothing is built). The recipe is the stand-in
+# run's with another torch pinned, so the host's stack differs in that one input.
+def _other_torch(recipe: Path, tmp_path: Path) -> Path:
+    data = json.loads(recipe.read_text())
+    data["stack"]["components"]["torch"] = "2.99.0"
+    data["hardware"]["stack_fingerprint"] = "0123456789ab"
+    other = tmp_path / "torch-2.99.json"
+    other.write_text(json.dumps(data))
+    return other
+
+
+def test_apply_check_with_a_differing_stack_input_says_what_would_be_built_and_changes_nothing(
+    tmp_path: Path, sweep_env: dict[str, str], recipe: Path, node: dict[str, Any]
+) -> None:
+    stacks = tmp_path / "stacks"
+    other = _other_torch(recipe, tmp_path)
+    done = _apply(other, node, sweep_env, "--check", "-e", json.dumps({"bwtune_stack_root": str(stacks)}))
+    assert done.returncode == exit_codes.OK, done.stdout + done.stderr
+    assert "stack inputs that differ: torch none (recipe 2.99.0)" in done.stdout
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("localhost: simulated stack ")]
+    assert line.endswith("would be built with the recipe's pinned inputs (torch_version=2.99.0)"), line
+    assert "localhost: would change --" in done.stdout
+    assert not stacks.exists() and _made(node) == []
+
+
+def test_apply_builds_the_recipes_stack_serves_from_it_and_a_second_apply_changes_nothing(
+    tmp_path: Path, sweep_env: dict[str, str], recipe: Path, node: dict[str, Any]
+) -> None:
+    stacks = tmp_path / "stacks"
+    other = _other_torch(recipe, tmp_path)
+    env = _with_systemctl(sweep_env, node, tmp_path)
+    root = ["-e", json.dumps({"bwtune_stack_root": str(stacks)})]
+    done = _apply(other, node, env, *root)
+    log = node["state"] / f"{node['name']}.service.log"
+    assert done.returncode == exit_codes.OK, (
+        done.stdout + done.stderr + (log.read_text() if log.exists() else "")
+    )
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("localhost: simulated stack ")]
+    fingerprint = line.split()[3]
+    assert line.endswith(" built with the recipe's pinned inputs (torch_version=2.99.0)"), line
+    assert os.readlink(stacks / "current") == fingerprint
+    manifest = json.loads((stacks / fingerprint / "bwtune-stack.json").read_text())
+    assert manifest == {"fingerprint": fingerprint, "inputs": {"torch_version": "2.99.0"}, "simulated": True}
+    assert "localhost: serves the recipe's config, healthy and answering correctly" in done.stdout
+    # The server runs from the built stack's Python (apply read that stack's facts before: torch
+    # 2.99.0, or the host would have failed).
+    unit = Path(node["server_unit_dir"], f"{node['name']}.service").read_text()
+    assert f'"{stacks / fingerprint / "bin" / "python"}" "-m" "bwtune.standin"' in unit
+
+    again = _apply(other, node, env, *root)
+    assert again.returncode == exit_codes.OK, again.stdout + again.stderr
+    assert f"localhost: simulated stack {fingerprint}: in place, nothing to build" in again.stdout
+    assert "localhost: no change: serves the recipe's config already" in again.stdout
+    assert "nothing changed: localhost had the recipe's stack, checkpoint and config already" in again.stdout
+
+
+def test_verify_says_the_differing_input_and_with_apply_stack_launches_from_a_scratch_stack(
+    tmp_path: Path, sweep_env: dict[str, str], recipe: Path
+) -> None:
+    """The verdict itself is the quiet test's (above): here, what each way says and builds."""
+    stacks = tmp_path / "stacks"
+    other = _other_torch(recipe, tmp_path)
+    root = json.dumps({"bwtune_stack_root": str(stacks)})
+    argv = ["recipe", "verify", str(other), "-i", str(LOCAL_INVENTORY), "--launches", "1",
+            "--node-results-dir", str(tmp_path / "node"), "-e", root]  # fmt: skip
+
+    without = run(bwtune_argv(*argv), sweep_env, timeout=600)
+    differ = "measured under a different stack: stack inputs that differ from the recipe's: torch none"
+    assert f"{differ} (recipe 2.99.0)" in without.stdout, without.stdout + without.stderr
+    assert "--apply-stack builds the recipe's stack" in without.stdout
+    assert not stacks.exists()
+
+    done = run(bwtune_argv(*argv, "--apply-stack"), sweep_env, timeout=600)
+    out = done.stdout + done.stderr
+    said = "localhost: stack inputs that differ: torch none (recipe 2.99.0); building the recipe's stack"
+    assert said in done.stderr, out
+    assert "measured under a different stack" not in done.stdout, out
+    (built,) = list(stacks.iterdir())
+    assert not (stacks / "current").exists()  # a scratch stack never becomes current
+    assert f"scratch stack: localhost: {built / 'bin' / 'python'}" in done.stdout, out
+    assert [x for x in done.stdout.splitlines() if x.startswith(f"{other}: ")], out
