@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/search_cost.py [--landscapes 50] [--first-seed 0] [--caches cold|warm]
         [--ablations] [--prior] [--json]
     .venv/bin/python benchmarks/search_cost.py --families tuning|held-out | --wide tuning|held-out
+        [--family F] [--strategy S] [--budget SHARE]
 
 The mission's matrix (examples/qwen35-397b-nvfp4-sm120.yml) is planned by the real planner
 for sm120; each strategy then runs on the mission landscape (the stand-in's default profile)
@@ -487,6 +488,14 @@ FAMILY_STRATEGIES = ("grid", "coordinate", "screen", "adaptive")
 GENERATOR = "generator's kinds"
 
 
+def budget_variant(share: float) -> str:
+    """The name of `adaptive` with a launch budget of ``share`` of the valid configs (an
+    ablation row of --families/--wide, ``--budget``); registered in ABLATIONS."""
+    name = f"adaptive, budget {share:g}"
+    ABLATIONS[name] = (True, {"budget": share})
+    return name
+
+
 def families(
     seeds: str,
     strategies_run: tuple[str, ...] = FAMILY_STRATEGIES,
@@ -530,6 +539,15 @@ def _announced(
         announced["adaptive"] = max(
             announced["adaptive"], strategies.launches_while_nothing_runs(plan) + strategies.REMEASURES
         )
+    # A budget variant (--budget) announces what adaptive would with that budget: its
+    # one-axis pass or its share of the valid configs, and each config once while nothing runs.
+    for name in strategies_run:
+        if name in ABLATIONS and "budget" in ABLATIONS[name][1]:
+            valid = strategies.launches_while_nothing_runs(plan)
+            first = strategies.planned_launches(plan, matrix["axes"], matrix.get("baseline"))["adaptive"][0]
+            share = ABLATIONS[name][1]["budget"]
+            searched = min(valid, max(first, math.ceil(share * valid - 1e-9)))
+            announced[name] = max(searched, valid) + strategies.REMEASURES
     return announced
 
 
@@ -643,12 +661,28 @@ def main(argv: list[str] | None = None) -> int:
         choices=FAMILY_STRATEGIES,
         help="with --families or --wide: only this strategy (repeatable; grid is always run: the share)",
     )
+    parser.add_argument(
+        "--budget",
+        action="append",
+        type=float,
+        metavar="SHARE",
+        help="with --families or --wide: also adaptive with this launch budget, a share of the valid "
+        "configs in (0, 1] (repeatable; the default is strategies.ADAPTIVE_BUDGET)",
+    )
     args = parser.parse_args(argv)
+    for share in args.budget or ():
+        if not 0.0 < share <= 1.0:
+            parser.error(f"--budget {share:g}: a share of the valid configs, above 0 and at most 1")
+    if args.budget and not (args.families or args.wide):
+        parser.error("--budget needs --families or --wide")
     if args.families or args.wide:
         count = args.landscapes if "--landscapes" in (argv or sys.argv) else None
         if count is not None and count < 1:
             parser.error("--landscapes must be at least 1")
         picked = ("grid", *(s for s in args.strategy if s != "grid")) if args.strategy else None
+        if args.budget:
+            base = picked or (FAMILY_STRATEGIES if args.families else WIDE_STRATEGIES)
+            picked = (*base, *(budget_variant(share) for share in args.budget))
         if args.families:
             only = tuple(args.family) if args.family else None
             rows = families(args.families, picked or FAMILY_STRATEGIES, count=count, only=only)
