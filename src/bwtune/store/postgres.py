@@ -138,7 +138,8 @@ class PostgresConnection:
         """Start a writing transaction, one writer at a time across every controller."""
         self.execute("BEGIN")
         self.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
-        self.execute(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
+        # Keyed by the store's schema too: stores in other schemas of the database do not wait.
+        self.execute(f"SELECT pg_advisory_xact_lock({WRITER_LOCK}, hashtext(current_schema()))")
 
     def close(self) -> None:
         self._raw.close()
@@ -168,12 +169,13 @@ def connect_postgres(target: DatabaseURL, *, read_only: bool) -> PostgresConnect
     """Open the store on the server `target` names (not migrated here: connection.connect
     migrates). A reading command's session is read-only on the server's side too."""
     psycopg = _psycopg()
-    options = "-c default_transaction_read_only=on" if read_only else ""
     try:
         raw = psycopg.connect(
             target.url, autocommit=True, connect_timeout=10, cursor_factory=psycopg.ClientCursor,
-            row_factory=_row_factory, options=options, application_name="bwtune",
+            row_factory=_row_factory, application_name="bwtune",
         )  # fmt: skip
+        if read_only:  # (not `options=`: that would replace the URL's own, e.g. its search_path)
+            raw.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
     except psycopg.Error as err:
         detail = _masked(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__, target)
         raise PostgresOperationalError(f"cannot connect to {target.masked}: {detail}") from None

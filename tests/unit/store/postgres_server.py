@@ -92,13 +92,14 @@ class PostgresServer:
         return f"postgresql://bwtune{secret}@127.0.0.1:{self.port}/{database}"
 
     def fresh_database(self) -> str:
-        """A new empty database; its URL (with the password)."""
+        """A new empty store's URL (with the password): a schema of its own, named by the
+        URL's search_path (CREATE DATABASE takes a second; a schema, milliseconds)."""
         import psycopg
 
         name = f"store_{os.getpid()}_{next(self._names)}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
+            conn.execute(f'CREATE SCHEMA "{name}"')
+        return self.url() + f"?options=-csearch_path%3D{name}"
 
 
 def _has_c_utf8() -> bool:
