@@ -26,7 +26,10 @@ from bwtune import regression, regression_history, store
 from bwtune.bisect.bisection import Settings
 from bwtune.bisect.component_ranges import FOLLOWS, NAMES, BisectError, BisectPlan, Candidate, make_plan
 
-NOT_BUILT_YET = "measuring the steps (building each stack and launching it) is not built yet (docs/bisect.md)"
+NOT_BUILT_YET = (
+    "measuring these steps on the runs' hosts is not built yet; SGLang commits can be bisected on this "
+    "machine with the stand-in: bwtune bisect GOOD BAD --measure --local --checkout DIR (docs/bisect.md)"
+)
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,44 @@ def load_profile(name_or_path: str | None = None) -> Profile:
         raise ProfileError(f"{path}: cannot read profile: {exc}") from exc
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile is a mapping, got {type(data).__name__}")
-    return _parse(path, data)
+    return with_stack(_parse(path, data))
+
+
+# The stack's own speed (issue 28, bisection tests; docs/standin.md): off unless set. A
+# directory on which `sglang` is importable (a stack's site-packages); its file
+# sglang/bwtune_standin.json may say {"decode_step_factor": x, "launch_cv": y}.
+STACK_ENV = "BWTUNE_STANDIN_STACK"
+STACK_FILE = os.path.join("sglang", "bwtune_standin.json")
+
+
+def with_stack(profile: Profile) -> Profile:
+    """The profile as the stack under BWTUNE_STANDIN_STACK runs it: decode steps x the
+    stack file's decode_step_factor, the launch-to-launch spread its launch_cv."""
+    import dataclasses
+    import json
+
+    root = os.environ.get(STACK_ENV)
+    if not root:
+        return profile
+    path = Path(root) / STACK_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{STACK_ENV}={root!r}: {path}: {exc}") from exc
+    if not isinstance(raw, dict) or set(raw) - {"decode_step_factor", "launch_cv"}:
+        raise ProfileError(f"{STACK_ENV}={root!r}: {path}: keys decode_step_factor, launch_cv only")
+    factor, cv = raw.get("decode_step_factor", 1.0), raw.get("launch_cv", profile.cv)
+    for key, value in (("decode_step_factor", factor), ("launch_cv", cv)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 100:
+            raise ProfileError(f"{STACK_ENV}={root!r}: {path}: {key} {value!r} is not a number in [0, 100)")
+    if factor <= 0:
+        raise ProfileError(f"{STACK_ENV}={root!r}: {path}: decode_step_factor {factor!r} must be > 0")
+    return dataclasses.replace(
+        profile,
+        step_ms=[(batch, ms * factor) for batch, ms in profile.step_ms],
+        cv=float(cv),
+        baseline=f"{profile.baseline}; stack {root}: decode step x{factor:g}, launch cv {cv:g}",
+    )
 
 
 class _Reader:
