@@ -292,3 +292,13 @@ def test_regress_reads_the_same_history_and_verdicts_from_either_backend(url: st
     sqlite_report, postgres_report = verdicts
     assert "regress" in sqlite_report.lower()
     assert postgres_report == sqlite_report
+
+
+def test_ensure_postgres_names_a_folder_with_initdb_and_pg_ctl(postgres_server: PostgresServer) -> None:
+    found = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "postgres" / "ensure-postgres.sh")], capture_output=True, text=True
+    )
+    assert found.returncode == 0, found.stderr
+    folder = Path(found.stdout.strip())
+    assert (folder / "initdb").is_file() and (folder / "pg_ctl").is_file()
+    assert folder == postgres_server.bindir
