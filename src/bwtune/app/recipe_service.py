@@ -127,7 +127,7 @@ def extravars(request: StepsRequest) -> dict[str, Any]:
         "recipe_shards": shards,
     }
     if revision and request.checkpoint_hosts:
-        found["checkpoint_revision"] = revision
+        found["checkpoint_revision"] = found["recipe_revision"] = revision
     return found
 
 
