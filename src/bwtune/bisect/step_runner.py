@@ -16,6 +16,8 @@
   `num_prompts` requests at `concurrency` (`/generate`, `ignore_eos`, `output_len` tokens
   each): each repetition's value is output tokens per second. Then the server's whole
   process group is stopped (SIGTERM, SIGKILL after `stop_timeout_s`), whatever happened.
+  While a server runs, `<run_dir>/server.json` names it (pid, port): a runner that finds one
+  left by a killed bisection stops it first (when that pid is still a stand-in on that port).
   Each launch is a line of `<run_dir>/launches.jsonl` and its log is under
   `<run_dir>/launches/`; its seed (`BWTUNE_STANDIN_SEED`) follows the commit and the launch's
   number, so a launch is another draw of the stand-in's launch-to-launch noise.
@@ -56,6 +58,7 @@ COMPONENT = "sglang_commit"
 BUILDS_LOG = "builds.jsonl"
 LAUNCHES_LOG = "launches.jsonl"
 STACK_RECORD = "stack.json"
+SERVER_RECORD = "server.json"
 
 
 def _git(checkout: Path, *argv: str) -> str:
@@ -171,6 +174,7 @@ class StandinStepRunner:
             a.startswith("--model-path=") for a in self.server_args
         ):
             raise BisectError("--server-args: the pinned config needs --model-path")
+        self.leftover_stopped = stop_leftover(self.run_dir / SERVER_RECORD)
         self._count: dict[str, int] = {}
         for record in _read_lines(self.run_dir / LAUNCHES_LOG):
             commit = str(record.get("commit"))
@@ -280,7 +284,9 @@ class StandinStepRunner:
             proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
+        server = self.run_dir / SERVER_RECORD
         try:
+            server.write_text(json.dumps({"pid": proc.pid, "port": port, "commit": commit}) + "\n")
             why = self._wait_healthy(proc, port, log_path)
             values: list[float] = []
             if why is None:
@@ -291,6 +297,7 @@ class StandinStepRunner:
                     why = f"a request failed: {exc}"
         finally:
             _stop(proc, self.stop_timeout_s)
+            server.unlink(missing_ok=True)
         if why is not None:
             _append(self.run_dir / LAUNCHES_LOG, {**record, "error": why})
             return Untestable("launch", why)
@@ -370,6 +377,7 @@ class StandinStepRunner:
             "stacks_reused": self.reused,
             "launches": self.launches,
             "builds_in_cache_log": len(builds),
+            "leftover_servers_stopped": int(self.leftover_stopped),
         }
 
 
@@ -383,3 +391,25 @@ def _stop(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
+
+
+def stop_leftover(record: Path) -> bool:
+    """Stop the server a killed bisection left (its record names it): True when one was."""
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        pid, port = int(data["pid"]), int(data["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        record.unlink(missing_ok=True)
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        ours = b"bwtune.standin" in argv and str(port).encode() in argv and os.getpgid(pid) == pid
+    except OSError:
+        ours = False
+    stopped = False
+    if ours:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+            stopped = True
+    record.unlink(missing_ok=True)
+    return stopped
