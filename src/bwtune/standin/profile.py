@@ -215,8 +215,10 @@ def with_stack(profile: Profile) -> Profile:
     if not root:
         return profile
     path = Path(root) / STACK_FILE
+    if not path.is_file():  # a stack that says nothing: the profile's own speed
+        return profile
     try:
-        raw = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ProfileError(f"{STACK_ENV}={root!r}: {path}: {exc}") from exc
     if not isinstance(raw, dict) or set(raw) - {"decode_step_factor", "launch_cv"}:
