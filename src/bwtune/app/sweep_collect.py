@@ -12,6 +12,7 @@ from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import no
 from ansible_collections.bwtune.sglang.plugins.module_utils._contracts import results_contract as contract
 from bwtune import ansible_run, exit_codes, report, store
 from bwtune.app.sweep_inputs import SweepOutcome, SweepRequest
+from bwtune.fleet import fleet_run
 from bwtune.progress import FOLLOW_TASK
 
 
@@ -28,6 +29,8 @@ def collect(request: SweepRequest, playbook_run: ansible_run.PlaybookRun) -> Swe
         lines += good
         bad_lines += bad
     gathered = gathered_gpus(playbook_run, by_host)
+    lines, dropped = _fleet_merge(request.run_id, lines)
+    messages += dropped
     try:
         output, reports, replaced = _store(request, by_host, lines, gathered)
     except (sqlite3.Error, OSError, store.StorageError) as err:
@@ -44,6 +47,22 @@ def collect(request: SweepRequest, playbook_run: ansible_run.PlaybookRun) -> Swe
         messages = [m for m in messages if not m.startswith("host ")] + [why]
         code = exit_codes.NOTHING_MEASURED
     return SweepOutcome(request.run_id, code, output=output, messages=messages, reports=reports)
+
+
+def _fleet_merge(run_id: str, lines: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """A fleet sweep's lines (attached to, or collected again) with each config's lines from
+    one host (fleet_run.merge); any other run's lines as they are."""
+    try:
+        state = fleet_run.FleetState.load(store.run_dir(run_id))
+    except fleet_run.FleetError as err:
+        return lines, [f"warning: {err}: its lines are stored as the hosts returned them"]
+    if state is None:
+        return lines, []
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        by_host.setdefault(str(line["host"]), []).append(line)
+    kept, dropped = fleet_run.merge(state, by_host, stored_configs(run_id))
+    return [line for host in sorted(kept) for line in kept[host]], dropped
 
 
 def host_lines(

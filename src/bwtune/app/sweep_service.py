@@ -101,6 +101,17 @@ def run_sweep(request: SweepRequest) -> SweepOutcome:
     verb = "resuming" if request.resumed else "sweeping"
     if fleet_run.applies(request.strategy, request.inventory.hosts):
         return _run_fleet(request, verb)
+    if request.resumed and (store.run_dir(request.run_id) / fleet_run.STATE_FILE).is_file():
+        # Every host would run the whole plan: each launch measured again on each host.
+        return SweepOutcome(
+            request.run_id,
+            exit_codes.BAD_INPUT,
+            messages=[
+                f"--resume {request.run_id}: the run is a fleet sweep (its grid shared among "
+                f"{', '.join(request.inventory.hosts)}); resume it with --strategy grid on more than one "
+                f"host, not --strategy {request.strategy} on {len(request.inventory.hosts)}"
+            ],
+        )
     try:
         playbook_run = _follow(request, SWEEP_PLAYBOOK, request.extravars(), verb)
     except ansible_run.ArtifactWriteError as err:
@@ -272,9 +283,10 @@ def _run_fleet(request: SweepRequest, verb: str) -> SweepOutcome:
         if playbook_run.canceled:
             return cancel_outcome(request, ansible_run.private_data_dir(request.run_id))
         round_messages = [failure.line() for failure in playbook_run.failures.values()]
-        if playbook_run.error:
-            round_messages.append(f"the sweep playbook did not run: {playbook_run.error}")
+        if playbook_run.error:  # no host ran: nothing to reassign, nothing learnt of any host
+            messages += [*round_messages, f"the sweep playbook did not run: {playbook_run.error}"]
             code = exit_codes.HOST_FAILED
+            break
         returned = node_results(playbook_run)
         lines_by_host: dict[str, list[dict[str, Any]]] = {}
         for host, result in sorted(returned.items()):
