@@ -35,6 +35,14 @@ if ! command -v apt-get >/dev/null 2>&1; then
   exit 1
 fi
 
+# Test workers may get here at once on a fresh machine: one installs, the others wait for it
+# and then find what it installed.
+exec 9>"${TMPDIR:-/tmp}/bwtune-ensure-postgres.lock"
+flock 9
+if find_bin; then
+  exit 0
+fi
+
 # The package's postinst would create and start a cluster "main": say not to (postgresql-common
 # reads createcluster.d), and keep services from starting during the install.
 mkdir -p /etc/postgresql-common/createcluster.d
@@ -50,7 +58,7 @@ log=$(mktemp)
 status=0
 {
   DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends postgresql
 } >"$log" 2>&1 || status=$?
 if [ "$made_policy" = 1 ]; then
   rm -f "$policy"

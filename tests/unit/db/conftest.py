@@ -12,8 +12,12 @@ from tests.unit.store.postgres_server import PostgresServer, postgres_server
 
 __all__ = ["postgres_server"]  # the fixture, for the tests of this folder
 
+# Each store test runs on both backends; the PostgreSQL run starts a real server, so it is in
+# the integration tier (make test runs it; the fast loop keeps to SQLite).
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)]
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+
+@pytest.fixture(params=BACKENDS)
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sqlite3.Connection]:
     """The store, on each backend: a SQLite file, and a fresh database on a real PostgreSQL
     server (tests/unit/store/postgres_server.py)."""
@@ -26,7 +30,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sqlite3.Conne
     conn.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def new_store(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[Callable[[str], sqlite3.Connection]]:
@@ -47,7 +51,7 @@ def new_store(
         conn.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def home(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """$BWTUNE_HOME for the commands' tests, on each backend: its results.db (no $BWTUNE_DB),
     and an empty store on a real PostgreSQL server named by $BWTUNE_DB."""

@@ -20,6 +20,8 @@ from bwtune.store.paths import DatabaseURL, database_target, db_argument, mask_u
 from tests.unit.db.sample_results import sample_results, write_jsonl
 from tests.unit.store.postgres_server import PASSWORD, PostgresServer
 
+pytestmark = pytest.mark.integration  # a real PostgreSQL server: not the fast loop
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
