@@ -69,6 +69,13 @@ def log_records(run_dir: Path) -> list[dict[str, Any]]:
     return [r for r in out if r.get("kind") in ("launches", "untestable")]
 
 
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -86,7 +93,7 @@ def test_finds_the_planted_commit_skips_the_broken_one_and_resumes(
     args = argv(history, 0, len(shas) - 1, run_dir, cache, "--json")
     # Killed (SIGKILL, no clean-up) once the log holds the broken build and a step after it.
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    leftover = None
+    leftover: int | None = None
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
@@ -96,9 +103,10 @@ def test_finds_the_planted_commit_skips_the_broken_one_and_resumes(
             time.sleep(0.1)
         assert proc.poll() is None, f"the bisection ended before it was killed: {proc.stderr.read()}"
         server = run_dir / "server.json"
-        time.sleep(1.5)  # inside the next launch
-        if server.exists():
-            leftover = json.loads(server.read_text())["pid"]
+        while time.monotonic() < deadline and leftover is None:  # inside the next launch
+            with contextlib.suppress(OSError, ValueError):
+                leftover = int(json.loads(server.read_text())["pid"])
+            time.sleep(0.02)
         proc.kill()
         proc.wait(timeout=30)
     finally:
@@ -112,8 +120,8 @@ def test_finds_the_planted_commit_skips_the_broken_one_and_resumes(
     try:
         done = run(args, env, timeout=600)
     finally:
-        if leftover is not None and alive(leftover):  # the test's own clean-up, should the resume fail
-            os.killpg(leftover, signal.SIGKILL)
+        if leftover is not None and alive(leftover) and b"bwtune.standin" in cmdline(leftover):
+            os.killpg(leftover, signal.SIGKILL)  # the test's own clean-up, should the resume fail
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     report = out["report"]
@@ -141,9 +149,8 @@ def test_finds_the_planted_commit_skips_the_broken_one_and_resumes(
         sum(len(r["launches"]) for r in log_records(run_dir) if r["kind"] == "launches") == report["launches"]
     )
     # The server the kill left behind was stopped by the resumed run.
-    if leftover is not None:
-        assert out["this_run"]["leftover_servers_stopped"] == 1
-        assert not alive(leftover)
+    assert leftover is not None and out["this_run"]["leftover_servers_stopped"] == 1
+    assert not alive(leftover)
     assert not (run_dir / "server.json").exists()
 
     # Over the finished log: nothing built, nothing launched, the same answer in text.
