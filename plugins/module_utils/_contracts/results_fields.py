@@ -160,6 +160,7 @@ FIELDS: tuple[Field, ...] = (
            "workload's block also `capacity` (the search: value, unit, slo, rounds, last_passing, "
            "first_failing, lower_bound, reason; docs/capacity.md), and `values.capacity`."),
     _field("accept_length", "number", **_column("results", "accept_length", "REAL", "value"),
+           json="accept_length",
            doc="Speculative decoding's accept length, when the benchmark reported one."),
     _field("screened_out", "bool", False,
            **_column("results", "screened_out", "INTEGER NOT NULL DEFAULT 0", "bool"), json="screened_out",
@@ -195,7 +196,7 @@ VIEW_COMPUTED: dict[str, str] = {
 # The `--json` view of a result, key by key in its order: a line field's `json` name or a
 # computed key (VIEW_COMPUTED).
 VIEW_ORDER = (
-    "id", "host", "status", "flags", "failure", "metrics", "argv", "launch_command", "point",
+    "id", "host", "status", "flags", "failure", "metrics", "accept_length", "argv", "launch_command", "point",
     "simulated", "objective", "objective_ci95", "objective_launches", "reasons", "timings",
     "release", "cold_start", "screened_out", "duplicate_of", "attempt", "started_at",
     "finished_at", "gpu", "hardware", "sglang_version", "stack_fingerprint",

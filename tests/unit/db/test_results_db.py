@@ -332,3 +332,17 @@ def test_runs_of_one_config_with_different_model_paths_keep_their_own_argv(
     assert a["argv"] == line["argv"] and b["argv"] == there["argv"]
     [out] = results_db.build_run_output(db, "r-there")["results"]
     assert out["argv"][:2] == ["--model-path", "/srv/elsewhere"]
+
+
+def test_a_speculative_launchs_accept_length_is_in_the_json_view(
+    db: sqlite3.Connection, sample: list[dict]
+) -> None:
+    """Issue 26: the accept length a speculative launch measured reaches `--json` at the top
+    of its result (null where the benchmark reported none)."""
+    ok = [r for r in sample if r["status"] == "ok"][:2]
+    spec = {**ok[0], "run_id": "r-spec", "accept_length": 2.84}
+    plain = {**ok[1], "run_id": "r-spec"}
+    results_db.import_results(db, [spec, plain])
+    by_id = {r["id"]: r for r in results_db.build_run_output(db, "r-spec")["results"]}
+    assert by_id[spec["config_id"]]["accept_length"] == 2.84
+    assert by_id[plain["config_id"]]["accept_length"] is None
