@@ -199,10 +199,13 @@ def run(args: argparse.Namespace) -> int:
 def export_command(args: argparse.Namespace, chosen: Mapping[str, Any]) -> str:
     """The `bwtune recipe export` command of the promoted config."""
     words = ["bwtune", "recipe", "export", args.run_id, "--config", str(chosen["id"])]
-    if args.db:
+    secret_db = isinstance(args.db, store.DatabaseURL) and args.db.masked != args.db.url
+    if args.db and not secret_db:
         words += ["--db", str(args.db)]
     words += ["-o", f"{chosen['id']}.recipe.json"]
-    return shlex.join(words)
+    # A store URL with a password is never printed, and its masked text would not connect.
+    note = f"  # with --db {args.db} (its password as you gave it)" if secret_db else ""
+    return shlex.join(words) + note
 
 
 def progress_printer() -> Callable[[str, str, HostOutcome], None]:
