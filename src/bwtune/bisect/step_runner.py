@@ -6,7 +6,9 @@
 - **The stack.** A commit's `python/` tree (`git archive` of the checkout), byte-compiled:
   a syntax error is a failed build. Made once per commit under the stack cache
   (`<cache>/<sha>/`, renamed into place when complete; a failed build leaves
-  `<cache>/<sha>.failed`) and never again: every build is a line of `<cache>/builds.jsonl`.
+  `<cache>/<sha>.failed`) and never again, under the cache's lock (`<cache>/.lock`, so two
+  bisections sharing a cache build a commit once): every build is a line of
+  `<cache>/builds.jsonl`.
   The stand-in reads the stack's speed from it (`BWTUNE_STANDIN_STACK`, docs/standin.md).
   This is the stand-in's stack, not a real one: building torch, SGLang and FlashInfer into
   a fingerprinted venv through the build roles is not built here.
@@ -32,6 +34,7 @@ node (the import contract's rule (m)).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
 import json
@@ -204,7 +207,20 @@ class StandinStepRunner:
     # ------------------------------------------------------------------ stacks
 
     def stack(self, commit: str) -> Path | Untestable:
-        """The commit's stack directory (what BWTUNE_STANDIN_STACK names), built once."""
+        """The commit's stack directory (what BWTUNE_STANDIN_STACK names), built once: under
+        the cache's lock, so two bisections sharing a cache do not both build it."""
+        found = self._cached(commit)
+        if found is not None:
+            return found
+        self.stack_cache.mkdir(parents=True, exist_ok=True)
+        with (self.stack_cache / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            found = self._cached(commit)
+            if found is not None:
+                return found
+            return self._build_into_cache(commit)
+
+    def _cached(self, commit: str) -> Path | Untestable | None:
         done = self.stack_cache / commit
         failed = self.stack_cache / f"{commit}.failed"
         if (done / STACK_RECORD).is_file():
@@ -213,7 +229,10 @@ class StandinStepRunner:
         if failed.is_file():
             self.reused += 1
             return Untestable("build", failed.read_text(encoding="utf-8").strip())
-        self.stack_cache.mkdir(parents=True, exist_ok=True)
+        return None
+
+    def _build_into_cache(self, commit: str) -> Path | Untestable:
+        done = self.stack_cache / commit
         tmp = self.stack_cache / f".{commit}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         started = time.monotonic()
@@ -222,10 +241,11 @@ class StandinStepRunner:
         record = {"commit": commit, "ok": problem is None, "seconds": round(time.monotonic() - started, 3)}
         if problem is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-            failed.write_text(problem + "\n", encoding="utf-8")
+            (self.stack_cache / f"{commit}.failed").write_text(problem + "\n", encoding="utf-8")
             _append(self.stack_cache / BUILDS_LOG, {**record, "error": problem})
             return Untestable("build", problem)
         (tmp / STACK_RECORD).write_text(json.dumps({"commit": commit}) + "\n", encoding="utf-8")
+        shutil.rmtree(done, ignore_errors=True)  # a folder without its record: not a stack
         os.replace(tmp, done)
         _append(self.stack_cache / BUILDS_LOG, record)
         return done / "python"
