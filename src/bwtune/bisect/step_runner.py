@@ -153,7 +153,7 @@ class StandinStepRunner:
     run_dir: Path
     workload: Workload = field(default_factory=Workload)
     env: Mapping[str, str] = field(default_factory=dict)  # on top of this process's (start-up scale, profile)
-    launch_timeout_s: float = 120.0
+    launch_timeout_s: float = 600.0
     stop_timeout_s: float = 10.0
     request_timeout_s: float = 120.0
     builds: int = 0  # stacks built (or tried) by this object
